@@ -1,0 +1,5 @@
+"""``python -m gateway`` runs the ``confer`` command line."""
+
+from gateway.cli import main
+
+main()

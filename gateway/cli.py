@@ -1,0 +1,64 @@
+"""The ``confer`` command line (Typer): serve, migrate, show the instance DID."""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+import uvicorn
+
+from gateway import migrations
+from gateway.app import create_app, database_url
+from gateway.db import create_pool
+from gateway.services.identity import load_identity
+from gateway.settings import Settings
+
+app = typer.Typer(help="Confer: a federated messaging gateway for people and their agents.")
+
+
+@app.command()
+def serve(
+    host: str | None = typer.Option(None, help="Bind address (default CONFER_HOST)."),
+    port: int | None = typer.Option(None, help="Port (default CONFER_PORT)."),
+) -> None:
+    """Run the gateway (embedded PostgreSQL unless CONFER_DATABASE_URL is set)."""
+    settings = Settings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level="info",
+        ws_max_size=settings.max_body_bytes,
+    )
+
+
+@app.command()
+def migrate() -> None:
+    """Apply every database migration (Alembic) and print the revision."""
+    url = database_url(Settings())
+    migrations.upgrade(url)
+    typer.echo(f"database at revision {migrations.current_revision(url)}")
+
+
+@app.command()
+def did() -> None:
+    """Print the instance DID and its DID document URL."""
+    settings = Settings()
+
+    async def show() -> None:
+        url = database_url(settings)
+        migrations.upgrade(url)
+        pool = await create_pool(url, min_size=1, max_size=1)
+        try:
+            identity = await load_identity(pool, public_url=settings.public_url)
+        finally:
+            await pool.close()
+        typer.echo(identity.did)
+        typer.echo(f"{settings.public_url}/.well-known/did.json")
+
+    asyncio.run(show())
+
+
+def main() -> None:
+    """Entry point for ``python -m gateway``."""
+    app()

@@ -1,0 +1,42 @@
+"""Typed FastAPI dependencies that read the app's lifespan state (Starlette style)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, WebSocket
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from gateway.errors import AuthenticationError
+from gateway.services.accounts import Authenticated
+from gateway.state import AppState
+
+_bearer = HTTPBearer(auto_error=False, description="An access token from /v1/auth/login.")
+
+
+def get_state(request: Request) -> AppState:
+    """The app's resources (built by the lifespan)."""
+    state: AppState = request.app.state.confer
+    return state
+
+
+def get_ws_state(websocket: WebSocket) -> AppState:
+    """The app's resources, for WebSocket handlers."""
+    state: AppState = websocket.app.state.confer
+    return state
+
+
+State = Annotated[AppState, Depends(get_state)]
+
+
+async def get_current(
+    state: State,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Authenticated:
+    """The authenticated caller. Raises AuthenticationError / TokenInvalidError (401)."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise AuthenticationError("send Authorization: Bearer <access token>")
+    return await state.accounts.authenticate(credentials.credentials)
+
+
+Current = Annotated[Authenticated, Depends(get_current)]

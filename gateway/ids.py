@@ -1,0 +1,32 @@
+"""ULID identifiers (26-character Crockford base32, time ordered), as the data model requires."""
+
+from __future__ import annotations
+
+from ulid import ULID
+
+_last = 0
+
+
+def new_id() -> str:
+    """Return a new ULID string, strictly greater than every id this process made before.
+
+    Within one millisecond (or when the wall clock steps back) the previous value is
+    incremented, so ids from one process sort in creation order (ULID spec, monotonicity).
+    """
+    global _last
+    candidate = int(ULID())
+    if candidate <= _last:
+        candidate = _last + 1
+    _last = candidate
+    return str(ULID.from_int(candidate))
+
+
+def is_ulid(value: str) -> bool:
+    """True when ``value`` is a syntactically valid 26-character ULID."""
+    if len(value) != 26:
+        return False
+    try:
+        ULID.from_str(value)
+    except ValueError:
+        return False
+    return True

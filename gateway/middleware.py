@@ -1,0 +1,61 @@
+"""ASGI middleware: a hard cap on request body size (413 problem+json, never a 500)."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over ``limit`` bytes, by ``Content-Length`` and while streaming.
+
+    A declared length over the limit is refused before the app runs; a streamed body that
+    grows past it raises a 413 ``HTTPException`` from ``receive``, which the app's one error
+    handler renders as problem details.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
+                await self._reject(scope, send)
+                return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise HTTPException(413, "The request body is too large")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    async def _reject(self, scope: Scope, send: Send) -> None:
+        body = json.dumps(
+            {
+                "type": "urn:confer:problem:payload_too_large",
+                "title": "The request body is too large",
+                "status": 413,
+                "detail": f"request bodies are limited to {self.limit} bytes",
+                "code": "payload_too_large",
+                "instance": scope.get("path", ""),
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/problem+json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

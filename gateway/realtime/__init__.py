@@ -1,0 +1,1 @@
+"""Per-user event streams and the WebSocket connection registry."""

@@ -1,0 +1,136 @@
+"""Contacts, conversations and messages."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from gateway.deps import Current, State
+from gateway.errors import ValidationFailedError
+from gateway.ids import is_ulid
+from gateway.services import conversations as service
+from gateway.store import peers as peers_store
+from models import Message
+from models.api import (
+    ContactCreate,
+    ContactPublic,
+    ConversationCreate,
+    ConversationPublic,
+    MessageCreate,
+    MessagePage,
+)
+
+router = APIRouter(tags=["conversations"])
+
+_ERRORS = {
+    401: {"description": "Not authenticated (problem+json)"},
+    404: {"description": "No such conversation, or not a participant (problem+json)"},
+    422: {"description": "Invalid input (problem+json)"},
+}
+
+
+def _contact(contact: peers_store.PeerContactRow, peer: peers_store.PeerAgentRow) -> ContactPublic:
+    return ContactPublic(
+        id=contact.id,
+        did=peer.did,
+        alias=contact.alias,
+        name=peer.name,
+        endpoint=peer.endpoint,
+        added_via=contact.added_via,
+        fetched_at=peer.fetched_at,
+        created_at=contact.created_at,
+    )
+
+
+@router.post("/v1/contacts", status_code=201, summary="Add a contact by DID", responses=_ERRORS)
+async def add_contact(data: ContactCreate, current: Current, state: State) -> ContactPublic:
+    """Resolve a DID (did:web, over HTTPS) and add it to the caller's contacts."""
+    peer = await state.peers.resolve(data.did)
+    async with state.pool.acquire() as conn:
+        contact = await peers_store.upsert_contact(
+            conn, user_id=current.user.id, peer_id=peer.id, alias=data.alias, added_via="did"
+        )
+    return _contact(contact, peer)
+
+
+@router.get("/v1/contacts", summary="List contacts", responses=_ERRORS)
+async def list_contacts(current: Current, state: State) -> list[ContactPublic]:
+    """The caller's contacts, oldest first."""
+    async with state.pool.acquire() as conn:
+        rows = await peers_store.list_contacts(conn, user_id=current.user.id)
+    return [_contact(c, p) for c, p in rows]
+
+
+@router.post(
+    "/v1/conversations",
+    status_code=201,
+    summary="Start a direct conversation",
+    responses={**_ERRORS, 200: {"description": "The conversation already existed"}},
+)
+async def create_conversation(
+    data: ConversationCreate, current: Current, state: State, response: Response
+) -> ConversationPublic:
+    """Find or create the direct conversation with a local or remote DID."""
+    conversation, created = await service.create_direct_conversation(
+        state.pool, state.identity, state.peers, current.user, data
+    )
+    if not created:
+        response.status_code = 200
+    return conversation
+
+
+@router.get("/v1/conversations", summary="List conversations", responses=_ERRORS)
+async def list_conversations(
+    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200)] = 50
+) -> list[ConversationPublic]:
+    """The caller's conversations, most recently active first."""
+    return await service.list_conversations(state.pool, current.user, limit)
+
+
+def _checked_id(conversation_id: str) -> str:
+    if not is_ulid(conversation_id):
+        raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
+    return conversation_id
+
+
+@router.get("/v1/conversations/{conversation_id}", summary="One conversation", responses=_ERRORS)
+async def get_conversation(
+    conversation_id: str, current: Current, state: State
+) -> ConversationPublic:
+    """A conversation the caller takes part in."""
+    return await service.get_conversation(state.pool, current.user, _checked_id(conversation_id))
+
+
+@router.post(
+    "/v1/conversations/{conversation_id}/messages",
+    status_code=201,
+    summary="Send a message",
+    responses=_ERRORS,
+)
+async def post_message(
+    conversation_id: str, data: MessageCreate, current: Current, state: State
+) -> Message:
+    """Store a message, push it to every participant's devices, and queue it for peers."""
+    return await service.post_message(
+        state.pool, state.hub, current.user, _checked_id(conversation_id), data
+    )
+
+
+@router.get(
+    "/v1/conversations/{conversation_id}/messages", summary="List messages", responses=_ERRORS
+)
+async def list_messages(
+    conversation_id: str,
+    current: Current,
+    state: State,
+    before: Annotated[str | None, Query(description="Return messages older than this id")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> MessagePage:
+    """Messages newest first; follow ``next_before`` for older pages."""
+    if before is not None:
+        _checked_id(before)
+    items, next_before = await service.list_messages(
+        state.pool, current.user, _checked_id(conversation_id), before=before, limit=limit
+    )
+    return MessagePage(items=items, next_before=next_before)

@@ -1,0 +1,62 @@
+"""DID documents (did:web §3.2): the instance's, and one per local user and agent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from gateway.deps import State
+from gateway.errors import NotFoundError
+from gateway.store import users as users_store
+
+router = APIRouter(tags=["identity"])
+
+DID_JSON = "application/did+json"
+_HEADERS = {"Cache-Control": "max-age=60", "Access-Control-Allow-Origin": "*"}
+
+
+def _document(doc: dict[str, Any]) -> Response:
+    return JSONResponse(doc, media_type=DID_JSON, headers=_HEADERS)
+
+
+@router.get("/.well-known/did.json", summary="The instance DID document")
+async def instance_did_document(state: State) -> Response:
+    """The instance's DID document: its federation keys (Multikey, Ed25519)."""
+    identity = state.identity
+    return _document(identity.did_document(identity.did, endpoint=None))
+
+
+@router.get("/users/{username}/did.json", summary="A user's DID document")
+async def user_did_document(username: str, state: State) -> Response:
+    """``did:web:<host>:users:<username>``: keys allowed to speak for the user, A2A endpoint."""
+    async with state.pool.acquire() as conn:
+        user = await users_store.get_user_by_username(conn, username=username)
+    if user is None:
+        raise NotFoundError(f"no user {username!r}")
+    identity = state.identity
+    return _document(
+        identity.did_document(user.did, endpoint=identity.endpoint_for("users", username))
+    )
+
+
+@router.get("/agents/{agent_id}/did.json", summary="An agent's DID document")
+async def agent_did_document(agent_id: str, state: State) -> Response:
+    """``did:web:<host>:agents:<agent id>``: keys allowed to speak for the agent, A2A endpoint."""
+    async with state.pool.acquire() as conn:
+        agent = await users_store.get_agent(conn, id=agent_id)
+    if agent is None:
+        raise NotFoundError(f"no agent {agent_id!r}")
+    identity = state.identity
+    return _document(
+        identity.did_document(agent.did, endpoint=identity.endpoint_for("agents", agent_id))
+    )
+
+
+@router.get("/healthz", summary="Liveness and database check", tags=["system"])
+async def healthz(state: State) -> dict[str, str]:
+    """``{"status": "ok", "did": …}`` when the database answers."""
+    async with state.pool.acquire() as conn:
+        await conn.fetchval("SELECT 1")
+    return {"status": "ok", "did": state.identity.did}

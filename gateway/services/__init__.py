@@ -1,0 +1,1 @@
+"""Domain logic. Services own transactions and call ``store`` functions inside them."""

@@ -1,0 +1,127 @@
+"""Peers: remote users and agents known by DID, cached in ``peer_agents``.
+
+Store first, fetch on miss (Synapse's remote-key pattern): a cached row is fresh for
+``ttl`` seconds (60 by default, DESIGN "Identity"); after that it is revalidated with
+``If-None-Match`` and a 304 only refreshes ``fetched_at``. An unknown ``keyid`` forces one
+refetch (key rotation), at most once per ``refetch_interval`` per DID.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from did.document import DIDDocument
+from did.errors import DIDDocumentError, DIDKeyError
+from did.keys import ed25519_public_to_jwk, jwk_to_ed25519_public
+from did.resolver import DIDResolver
+from did.web import did_to_url, split_did_url
+from gateway.clock import Clock
+from gateway.services.identity import A2A_SERVICE_TYPE
+from gateway.store import peers as peers_store
+from models import PeerAgentRow
+
+
+def _authentication_keys(document: DIDDocument) -> dict[str, Any]:
+    keys = []
+    for vm_id in sorted(document.authentication):
+        try:
+            public = document.authentication_key(vm_id)
+        except DIDKeyError:
+            continue
+        keys.append(
+            {"id": vm_id, "type": "JsonWebKey2020", "publicKeyJwk": ed25519_public_to_jwk(public)}
+        )
+    return {"authentication": keys}
+
+
+def _endpoint(did: str, document: DIDDocument, allow_http: bool) -> str:
+    endpoint = document.service_endpoint(A2A_SERVICE_TYPE)
+    if not endpoint:
+        raise DIDDocumentError(f"{did} has no {A2A_SERVICE_TYPE} service endpoint")
+    expected = urlsplit(did_to_url(did, allow_http=allow_http))
+    actual = urlsplit(endpoint)
+    # The endpoint must live on the DID's own origin: a document may not point us elsewhere.
+    if (actual.scheme, actual.netloc) != (expected.scheme, expected.netloc):
+        raise DIDDocumentError(f"{did}: A2A endpoint {endpoint!r} is not on the DID's origin")
+    return endpoint
+
+
+def find_key(peer: PeerAgentRow, keyid: str) -> Ed25519PublicKey | None:
+    """The cached authentication key with verification method id ``keyid``, or None."""
+    for entry in peer.public_key_json.get("authentication", []):
+        if entry.get("id") == keyid:
+            return jwk_to_ed25519_public(entry["publicKeyJwk"])
+    return None
+
+
+class PeerDirectory:
+    """Resolves peer DIDs through the ``peer_agents`` cache. One per process."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        resolver: DIDResolver,
+        clock: Clock,
+        *,
+        ttl: int = 60,
+        refetch_interval: int = 10,
+        allow_http: bool = False,
+    ) -> None:
+        self._pool = pool
+        self._resolver = resolver
+        self._clock = clock
+        self._ttl = timedelta(seconds=ttl)
+        self._refetch_interval = timedelta(seconds=refetch_interval)
+        self._allow_http = allow_http
+
+    async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
+        """The peer for ``did``, fetched or revalidated when stale (or ``force``).
+
+        Raises InvalidDIDError, DIDResolutionError or DIDDocumentError (``did.errors``).
+        """
+        async with self._pool.acquire() as conn:
+            cached = await peers_store.get_peer_by_did(conn, did=did)
+        now = self._clock.now()
+        if cached and not force and now - cached.fetched_at < self._ttl:
+            return cached
+        result = await self._resolver.resolve(did, etag=cached.etag if cached else None)
+        async with self._pool.acquire() as conn:
+            if result.not_modified and cached is not None:
+                await peers_store.touch_peer(conn, did=did, fetched_at=now)
+                return cached.model_copy(update={"fetched_at": now})
+            document = result.document
+            if document is None:
+                raise DIDDocumentError(f"{did}: 304 Not Modified without a cached document")
+            return await peers_store.upsert_peer(
+                conn,
+                did=did,
+                name=cached.name if cached else None,
+                endpoint=_endpoint(did, document, self._allow_http),
+                public_key_json=_authentication_keys(document),
+                agent_facts_json=cached.agent_facts_json if cached else {},
+                etag=result.etag,
+                fetched_at=now,
+            )
+
+    async def authentication_key(self, keyid: str) -> tuple[PeerAgentRow, Ed25519PublicKey]:
+        """The peer behind the DID URL ``keyid`` and its key, authorised for authentication.
+
+        Refetches the document once when the key is unknown (rotation), unless it was fetched
+        less than ``refetch_interval`` ago. Raises DIDKeyError when the key stays unknown.
+        """
+        did, fragment = split_did_url(keyid)
+        if fragment is None:
+            raise DIDKeyError(f"keyid {keyid!r} is not a DID URL with a fragment")
+        peer = await self.resolve(did)
+        key = find_key(peer, keyid)
+        if key is None and self._clock.now() - peer.fetched_at >= self._refetch_interval:
+            peer = await self.resolve(did, force=True)
+            key = find_key(peer, keyid)
+        if key is None:
+            raise DIDKeyError(f"{keyid} is not an authentication key of {did}")
+        return peer, key

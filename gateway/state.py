@@ -1,0 +1,29 @@
+"""The resources one app instance owns, built in the lifespan and reached through ``deps``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+import httpx
+
+from gateway.clock import Clock
+from gateway.realtime.hub import EventHub
+from gateway.services.accounts import Accounts
+from gateway.services.identity import Identity
+from gateway.services.peers import PeerDirectory
+from gateway.settings import Settings
+
+
+@dataclass
+class AppState:
+    """Everything request handlers may use; nothing here is created at import time."""
+
+    settings: Settings
+    clock: Clock
+    pool: asyncpg.Pool
+    http: httpx.AsyncClient
+    identity: Identity
+    accounts: Accounts
+    peers: PeerDirectory
+    hub: EventHub

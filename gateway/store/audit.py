@@ -1,0 +1,44 @@
+"""``audit_log`` rows: A2A traffic and security-relevant operations (data model: audit_log)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from gateway.ids import new_id
+
+
+async def insert_audit(
+    conn: asyncpg.Connection,
+    *,
+    action: str,
+    user_id: str | None = None,
+    details: dict[str, Any] | None = None,
+    ip_address: str | None = None,
+) -> str:
+    """Append one audit row; returns its id. ``ip_address`` must be a valid INET or None."""
+    audit_id = new_id()
+    await conn.execute(
+        """INSERT INTO audit_log (id, user_id, action, details_json, ip_address)
+           VALUES ($1, $2, $3, $4, $5::inet)""",
+        audit_id,
+        user_id,
+        action,
+        details,
+        ip_address,
+    )
+    return audit_id
+
+
+async def list_audit(
+    conn: asyncpg.Connection, *, action_prefix: str = "", limit: int = 100
+) -> list[dict[str, Any]]:
+    """Newest audit rows whose action starts with ``action_prefix``."""
+    records = await conn.fetch(
+        """SELECT id, user_id, action, details_json, host(ip_address) AS ip_address, created_at
+           FROM audit_log WHERE action LIKE $1 || '%' ORDER BY id DESC LIMIT $2""",
+        action_prefix,
+        limit,
+    )
+    return [dict(r) for r in records]

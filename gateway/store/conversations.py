@@ -1,0 +1,131 @@
+"""``conversations`` and ``conversation_participants`` rows."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import asyncpg
+
+from gateway.ids import new_id
+from models import ConversationRow, ParticipantRow
+
+ParticipantRef = tuple[Literal["user", "own_agent", "peer_agent"], str]
+_COLUMN = {"user": "user_id", "own_agent": "agent_id", "peer_agent": "peer_id"}
+
+
+async def lock_direct_pair(conn: asyncpg.Connection, key: str) -> None:
+    """Serialise creation of one direct conversation (transaction-scoped advisory lock)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+
+
+async def insert_conversation(
+    conn: asyncpg.Connection, *, type: str, name: str | None, created_by: str
+) -> ConversationRow:
+    """Insert a conversation of ``type`` created by user ``created_by``."""
+    record = await conn.fetchrow(
+        """INSERT INTO conversations (id, type, name, created_by)
+           VALUES ($1, $2, $3, $4) RETURNING *""",
+        new_id(),
+        type,
+        name,
+        created_by,
+    )
+    assert record is not None
+    return ConversationRow.model_validate(dict(record))
+
+
+async def insert_participant(
+    conn: asyncpg.Connection, *, conversation_id: str, who: ParticipantRef, role: str = "member"
+) -> ParticipantRow:
+    """Add a user, own agent or peer agent to a conversation."""
+    kind, ref_id = who
+    ids: dict[str, str | None] = {"user_id": None, "agent_id": None, "peer_id": None}
+    ids[_COLUMN[kind]] = ref_id
+    record = await conn.fetchrow(
+        """INSERT INTO conversation_participants
+             (id, conversation_id, participant_type, user_id, agent_id, peer_id, role)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *""",
+        new_id(),
+        conversation_id,
+        kind,
+        ids["user_id"],
+        ids["agent_id"],
+        ids["peer_id"],
+        role,
+    )
+    assert record is not None
+    return ParticipantRow.model_validate(dict(record))
+
+
+async def find_direct_conversation(
+    conn: asyncpg.Connection, *, type: str, user_id: str, other: ParticipantRef
+) -> ConversationRow | None:
+    """The oldest conversation of ``type`` in which both ``user_id`` and ``other`` take part."""
+    column = _COLUMN[other[0]]
+    record = await conn.fetchrow(
+        f"""SELECT c.* FROM conversations c
+            JOIN conversation_participants a
+              ON a.conversation_id = c.id AND a.participant_type = 'user' AND a.user_id = $2
+            JOIN conversation_participants b
+              ON b.conversation_id = c.id AND b.participant_type = $3 AND b.{column} = $4
+            WHERE c.type = $1 ORDER BY c.id LIMIT 1""",
+        type,
+        user_id,
+        other[0],
+        other[1],
+    )
+    return ConversationRow.model_validate(dict(record)) if record else None
+
+
+async def get_conversation_for_user(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str
+) -> ConversationRow | None:
+    """The conversation if ``user_id`` takes part in it; None otherwise (not found or hidden)."""
+    record = await conn.fetchrow(
+        """SELECT c.* FROM conversations c
+           WHERE c.id = $1 AND EXISTS (
+             SELECT 1 FROM conversation_participants p
+             WHERE p.conversation_id = c.id AND p.user_id = $2)""",
+        conversation_id,
+        user_id,
+    )
+    return ConversationRow.model_validate(dict(record)) if record else None
+
+
+async def list_conversations_for_user(
+    conn: asyncpg.Connection, *, user_id: str, limit: int
+) -> list[ConversationRow]:
+    """The user's conversations, most recently updated first."""
+    records = await conn.fetch(
+        """SELECT c.* FROM conversations c
+           JOIN conversation_participants p ON p.conversation_id = c.id AND p.user_id = $1
+           ORDER BY c.updated_at DESC, c.id DESC LIMIT $2""",
+        user_id,
+        limit,
+    )
+    return [ConversationRow.model_validate(dict(r)) for r in records]
+
+
+async def list_participants(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> list[dict[str, Any]]:
+    """Participants with their DID, display name and (for peers) A2A endpoint, by join order."""
+    records = await conn.fetch(
+        """SELECT p.id, p.participant_type, p.user_id, p.agent_id, p.peer_id, p.role,
+                  p.joined_at,
+                  COALESCE(u.did, a.did, pa.did) AS did,
+                  COALESCE(u.display_name, u.username, a.name, pa.name) AS name,
+                  pa.endpoint AS endpoint
+           FROM conversation_participants p
+           LEFT JOIN users u ON u.id = p.user_id
+           LEFT JOIN agents a ON a.id = p.agent_id
+           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
+           WHERE p.conversation_id = $1 ORDER BY p.id""",
+        conversation_id,
+    )
+    return [dict(r) for r in records]
+
+
+async def touch_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
+    """Bump ``updated_at`` so the conversation sorts first in its members' lists."""
+    await conn.execute("UPDATE conversations SET updated_at = NOW() WHERE id = $1", conversation_id)

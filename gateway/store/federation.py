@@ -1,0 +1,178 @@
+"""Federation runtime rows (migration 0002): the outbox, the inbox and the nonce store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from gateway.ids import new_id
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """One pending delivery of ``message_id`` to the peer ``peer_id`` at ``endpoint``."""
+
+    id: str
+    destination: str
+    endpoint: str
+    sender_did: str
+    peer_id: str
+    message_id: str
+    payload_json: dict[str, Any]
+    attempts: int
+
+
+async def insert_outbox(
+    conn: asyncpg.Connection,
+    *,
+    destination: str,
+    endpoint: str,
+    sender_did: str,
+    peer_id: str,
+    message_id: str,
+    payload: dict[str, Any],
+) -> str:
+    """Queue a delivery and wake the delivery workers (``NOTIFY confer_outbox``)."""
+    outbox_id = new_id()
+    await conn.execute(
+        """INSERT INTO federation_outbox
+             (id, destination, endpoint, sender_did, peer_id, message_id, payload_json)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)""",
+        outbox_id,
+        destination,
+        endpoint,
+        sender_did,
+        peer_id,
+        message_id,
+        payload,
+    )
+    await conn.execute("SELECT pg_notify('confer_outbox', $1)", destination)
+    return outbox_id
+
+
+async def claim_due(
+    conn: asyncpg.Connection, *, now: datetime, lease: timedelta, limit: int
+) -> list[OutboxRow]:
+    """Lease the oldest pending delivery of each destination whose retry time has come.
+
+    Only the head of each destination's queue is eligible, so one request is in flight per
+    destination and deliveries to it keep their order. A lease that lapses (a crashed worker)
+    makes the row eligible again.
+    """
+    records = await conn.fetch(
+        """WITH heads AS (
+             SELECT DISTINCT ON (destination) id, next_attempt_at, leased_until
+             FROM federation_outbox
+             WHERE delivered_at IS NULL AND failed_at IS NULL
+             ORDER BY destination, id)
+           UPDATE federation_outbox o
+           SET leased_until = $1::timestamptz + $2::interval, attempts = o.attempts + 1
+           FROM heads h
+           WHERE o.id = h.id AND h.next_attempt_at <= $1
+             AND (o.leased_until IS NULL OR o.leased_until < $1)
+             AND o.delivered_at IS NULL AND o.failed_at IS NULL
+             AND o.id IN (SELECT id FROM heads ORDER BY next_attempt_at LIMIT $3)
+           RETURNING o.id, o.destination, o.endpoint, o.sender_did, o.peer_id, o.message_id,
+                     o.payload_json, o.attempts""",
+        now,
+        lease,
+        limit,
+    )
+    return [OutboxRow(**dict(r)) for r in records]
+
+
+async def mark_delivered(conn: asyncpg.Connection, *, id: str, now: datetime) -> None:
+    """Record a successful delivery."""
+    await conn.execute(
+        """UPDATE federation_outbox SET delivered_at = $2, leased_until = NULL, last_error = NULL
+           WHERE id = $1""",
+        id,
+        now,
+    )
+
+
+async def mark_retry(
+    conn: asyncpg.Connection, *, id: str, next_attempt_at: datetime, error: str
+) -> None:
+    """Schedule another attempt at ``next_attempt_at`` after a transient failure."""
+    await conn.execute(
+        """UPDATE federation_outbox
+           SET next_attempt_at = $2, leased_until = NULL, last_error = $3 WHERE id = $1""",
+        id,
+        next_attempt_at,
+        error[:1000],
+    )
+
+
+async def mark_failed(conn: asyncpg.Connection, *, id: str, now: datetime, error: str) -> None:
+    """Give up on a delivery (permanent refusal or too many attempts)."""
+    await conn.execute(
+        """UPDATE federation_outbox SET failed_at = $2, leased_until = NULL, last_error = $3
+           WHERE id = $1""",
+        id,
+        now,
+        error[:1000],
+    )
+
+
+async def next_due_at(conn: asyncpg.Connection) -> datetime | None:
+    """When the earliest pending delivery becomes due (None when nothing is pending)."""
+    value = await conn.fetchval(
+        """SELECT MIN(GREATEST(next_attempt_at, COALESCE(leased_until, next_attempt_at)))
+           FROM federation_outbox WHERE delivered_at IS NULL AND failed_at IS NULL"""
+    )
+    return value  # type: ignore[no-any-return]
+
+
+async def get_inbox(
+    conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str
+) -> str | None:
+    """Our message id for an inbound (origin, remote id) already accepted, or None."""
+    value = await conn.fetchval(
+        """SELECT message_id FROM federation_inbox
+           WHERE origin_did = $1 AND remote_message_id = $2""",
+        origin_did,
+        remote_message_id,
+    )
+    return value  # type: ignore[no-any-return]
+
+
+async def insert_inbox(
+    conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str, message_id: str
+) -> None:
+    """Remember that (origin, remote id) was stored as ``message_id``."""
+    await conn.execute(
+        """INSERT INTO federation_inbox (origin_did, remote_message_id, message_id)
+           VALUES ($1, $2, $3)""",
+        origin_did,
+        remote_message_id,
+        message_id,
+    )
+
+
+async def insert_nonce(
+    conn: asyncpg.Connection, *, keyid: str, nonce: str, expires_at: datetime
+) -> bool:
+    """Record a signature nonce; False when it was seen before (a replay, RFC 9421 §7.2.2)."""
+    inserted = await conn.fetchval(
+        """INSERT INTO signature_nonces (keyid, nonce, expires_at) VALUES ($1, $2, $3)
+           ON CONFLICT DO NOTHING RETURNING 1""",
+        keyid,
+        nonce,
+        expires_at,
+    )
+    return inserted is not None
+
+
+async def purge_nonces(conn: asyncpg.Connection, *, now: datetime) -> int:
+    """Delete nonces whose signatures can no longer be accepted; returns how many."""
+    status = await conn.execute("DELETE FROM signature_nonces WHERE expires_at < $1", now)
+    return int(status.split()[-1])
+
+
+def outbox_id() -> str:
+    """A fresh id for callers that need it before inserting."""
+    return new_id()

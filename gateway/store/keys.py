@@ -1,0 +1,44 @@
+"""``instance_keys``: the instance's Ed25519 private keys (migration 0002)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+
+@dataclass(frozen=True)
+class InstanceKeyRow:
+    """One key: ``fragment`` names its verification method (``did#fragment``)."""
+
+    id: str
+    purpose: str
+    fragment: str
+    private_key: bytes
+    created_at: datetime
+    retired_at: datetime | None
+
+
+async def list_keys(conn: asyncpg.Connection, *, purpose: str) -> list[InstanceKeyRow]:
+    """Keys of ``purpose`` not yet removed, oldest first (retired ones included)."""
+    records = await conn.fetch(
+        """SELECT id, purpose, fragment, private_key, created_at, retired_at
+           FROM instance_keys WHERE purpose = $1 AND removed_at IS NULL ORDER BY id""",
+        purpose,
+    )
+    return [InstanceKeyRow(**dict(r)) for r in records]
+
+
+async def insert_key_if_none(
+    conn: asyncpg.Connection, *, id: str, purpose: str, fragment: str, private_key: bytes
+) -> None:
+    """Insert an active key unless one is already active for ``purpose`` (safe under races)."""
+    await conn.execute(
+        """INSERT INTO instance_keys (id, purpose, fragment, private_key)
+           VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING""",
+        id,
+        purpose,
+        fragment,
+        private_key,
+    )

@@ -1,0 +1,101 @@
+"""Messages, citations and attachments.
+
+Source: seed 002, tables ``messages``, ``attachments``; interfaces ``Message``, ``Citation``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from .base import ConferModel, Timestamp, Ulid
+
+SenderType = Literal["user", "own_agent", "peer_agent", "system"]
+"""``messages.sender_type`` / ``Message.sender_type`` (CHECK ``ck_messages_sender_type``)."""
+
+ContentType = Literal[
+    "text",
+    "code",
+    "permission_request",
+    "tool_call",
+    "tool_result",
+    "file",
+    "citation",
+    "system_notice",
+]
+"""``messages.content_type`` / ``Message.content_type``, default ``'text'`` (CHECK
+``ck_messages_content_type``)."""
+
+Via = Literal["claude-code", "web", "mobile", "api"]
+"""``Message.via``: the client a message was sent from."""
+
+CitationTrustLevel = Literal["authoritative", "verified", "unverified"]
+"""``Citation.trust_level``."""
+
+
+class Citation(ConferModel):
+    """Interface ``Citation``: a source an agent's message relies on (``messages.citations_json``).
+
+    ``page`` is a page number in the source; ``passage`` the quoted text.
+    """
+
+    source: str
+    url: str | None = None
+    page: int | None = None
+    passage: str | None = None
+    trust_level: CitationTrustLevel
+
+
+class Translation(ConferModel):
+    """``Message.translation``: the message was machine-translated (``messages.translation_json``).
+
+    ``from`` and ``to`` are language codes, ``provider`` the translating provider id. The attribute
+    is ``from_`` (``from`` is a Python keyword); on the wire it is ``from``.
+    """
+
+    from_: str = Field(alias="from")
+    to: str
+    provider: str
+
+
+class Message(ConferModel):
+    """Interface ``Message``: one message in a conversation (table ``messages``).
+
+    ``citations`` and ``translation`` are the ``citations_json`` and ``translation_json`` columns;
+    ``content_json`` is any JSON value whose shape depends on ``content_type``.
+    """
+
+    id: Ulid
+    conversation_id: Ulid
+    sender_type: SenderType
+    sender_id: Ulid
+    sender_did: str | None = None
+    content_type: ContentType
+    content: str | None = None
+    content_json: JsonValue = None
+    in_reply_to: Ulid | None = None
+    thread_root: Ulid | None = None
+    citations: list[Citation] | None = None
+    language: str | None = None
+    translation: Translation | None = None
+    via: Via | None = None
+    created_at: Timestamp
+
+
+class AttachmentRow(ConferModel):
+    """Table ``attachments``: a file uploaded by ``user_id``, optionally attached to a message.
+
+    ``content_type`` is the file's MIME type (not a message content type); ``size_bytes`` its
+    size; ``sha256`` its digest as 64 hex characters; ``storage_url`` where the bytes live.
+    """
+
+    id: Ulid
+    message_id: Ulid | None = None
+    user_id: Ulid
+    filename: str
+    content_type: str | None = None
+    size_bytes: int | None = None
+    storage_url: str
+    sha256: str | None = None
+    created_at: Timestamp

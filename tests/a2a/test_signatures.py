@@ -1,0 +1,658 @@
+"""RFC 9421 signatures: Appendix B vectors, derived components, attacks, interop."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+from http_message_signatures import HTTPMessageSigner, HTTPMessageVerifier, MappingKeyResolver
+from http_message_signatures import algorithms as hms_algorithms
+from starlette.datastructures import Headers as StarletteHeaders
+
+from a2a import errors
+from a2a.digest import content_digest
+from a2a.signatures import (
+    CONFER_TAG,
+    DEFAULT_COMPONENTS,
+    SignatureInput,
+    check_signature_params,
+    field_lines,
+    parse_signature,
+    sign_request,
+    signature_base,
+    verify_request,
+)
+
+# --------------------------------------------------------------------------- RFC 9421 App. B
+
+PRIVATE_PEM = b"""-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF
+-----END PRIVATE KEY-----
+"""
+PUBLIC_PEM = b"""-----BEGIN PUBLIC KEY-----
+MCowBQYDK2VwAyEAJrQLj5P/89iXES9+vFgrIy29clF9CC/oPPsw3c5D0bs=
+-----END PUBLIC KEY-----
+"""
+RFC_URL = "https://example.com/foo?param=Value&Pet=dog"
+RFC_BODY = b'{"hello": "world"}'
+RFC_DIGEST = (
+    "sha-512=:WZDPaVn/7XgHaAy8pmojAkGWoRx2UFChF41A2svX+TaPm+AbwAgB"
+    "WnrIiYllu7BNNyealdVLvRwEmTHWXvJwew==:"
+)
+RFC_HEADERS = [
+    ("Host", "example.com"),
+    ("Date", "Tue, 20 Apr 2021 02:07:55 GMT"),
+    ("Content-Type", "application/json"),
+    ("Content-Digest", RFC_DIGEST),
+    ("Content-Length", "18"),
+]
+B26_COMPONENTS = ("date", "@method", "@path", "@authority", "content-type", "content-length")
+B26_PARAMS = (
+    '("date" "@method" "@path" "@authority" "content-type" "content-length")'
+    ';created=1618884473;keyid="test-key-ed25519"'
+)
+B26_BASE = "\n".join(
+    [
+        '"date": Tue, 20 Apr 2021 02:07:55 GMT',
+        '"@method": POST',
+        '"@path": /foo',
+        '"@authority": example.com',
+        '"content-type": application/json',
+        '"content-length": 18',
+        f'"@signature-params": {B26_PARAMS}',
+    ]
+).encode("ascii")
+B26_SIGNATURE_INPUT = f"sig-b26={B26_PARAMS}"
+B26_SIGNATURE = (
+    "sig-b26=:wqcAqbmYJ2ji2glfAMaRy4gruYYnx2nEFN2HN6jrnDnQ"
+    "CK1u02Gb04v9EDgwUPiu4A0w6vuQv5lIp5WPpBKRCw==:"
+)
+
+
+def _rfc_private_key() -> Ed25519PrivateKey:
+    key = load_pem_private_key(PRIVATE_PEM, None)
+    assert isinstance(key, Ed25519PrivateKey)
+    return key
+
+
+def _rfc_public_key() -> Ed25519PublicKey:
+    key = load_pem_public_key(PUBLIC_PEM)
+    assert isinstance(key, Ed25519PublicKey)
+    return key
+
+
+def _rfc_base(components: tuple[str, ...], params_value: str) -> bytes:
+    return signature_base(components, params_value, method="POST", url=RFC_URL, headers=RFC_HEADERS)
+
+
+def test_b26_signature_base_is_exact() -> None:
+    base = _rfc_base(B26_COMPONENTS, B26_PARAMS)
+    assert base == B26_BASE
+    assert len(base) == 284
+    assert hashlib.sha256(base).hexdigest() == (
+        "e6402577f54303accfda63dfbde1a7b8c5e5e6f3f7898637b7d78dc07ee1896a"
+    )
+
+
+def test_b26_signing_reproduces_rfc_fields() -> None:
+    added = sign_request(
+        method="POST",
+        url=RFC_URL,
+        headers=RFC_HEADERS,
+        body=RFC_BODY,
+        private_key=_rfc_private_key(),
+        keyid="test-key-ed25519",
+        created=1618884473,
+        expires=None,
+        nonce=None,
+        tag=None,
+        components=B26_COMPONENTS,
+        label="sig-b26",
+        include_alg=False,
+    )
+    assert added == {"Signature-Input": B26_SIGNATURE_INPUT, "Signature": B26_SIGNATURE}
+
+
+@pytest.mark.parametrize("wrap", [list, httpx.Headers], ids=["pairs", "httpx"])
+def test_b26_verifies_with_public_key(wrap: type) -> None:
+    headers = wrap(
+        [*RFC_HEADERS, ("Signature-Input", B26_SIGNATURE_INPUT), ("Signature", B26_SIGNATURE)]
+    )
+    parsed = parse_signature(headers, tag=None)
+    assert parsed.label == "sig-b26"
+    assert parsed.components == B26_COMPONENTS
+    assert parsed.params_value == B26_PARAMS
+    assert parsed.signature.hex().startswith("c2a700a9b998")
+    verify_request(
+        parsed,
+        method="POST",
+        url=RFC_URL,
+        headers=headers,
+        body=RFC_BODY,
+        public_key=_rfc_public_key(),
+        now=1618884473 + 60,
+        required_components=(),
+        max_age=10**10,
+        require_expires=False,
+    )
+
+
+def test_b21_base() -> None:
+    params = '();created=1618884473;keyid="test-key-rsa-pss";nonce="b3k2pp5k7z-50gnwp.yemd"'
+    assert _rfc_base((), params) == f'"@signature-params": {params}'.encode()
+
+
+def test_b22_base() -> None:
+    components = ("@authority", "content-digest", '"@query-param";name="Pet"')
+    params = (
+        '("@authority" "content-digest" "@query-param";name="Pet")'
+        ';created=1618884473;keyid="test-key-rsa-pss";tag="header-example"'
+    )
+    expected = [
+        '"@authority": example.com',
+        f'"content-digest": {RFC_DIGEST}',
+        '"@query-param";name="Pet": dog',
+        f'"@signature-params": {params}',
+    ]
+    assert _rfc_base(components, params) == "\n".join(expected).encode()
+
+
+def test_b23_base() -> None:
+    components = (
+        "date",
+        "@method",
+        "@path",
+        "@query",
+        "@authority",
+        "content-type",
+        "content-digest",
+        "content-length",
+    )
+    params = (
+        '("date" "@method" "@path" "@query" "@authority" "content-type" "content-digest" '
+        '"content-length");created=1618884473;keyid="test-key-rsa-pss"'
+    )
+    expected = [
+        '"date": Tue, 20 Apr 2021 02:07:55 GMT',
+        '"@method": POST',
+        '"@path": /foo',
+        '"@query": ?param=Value&Pet=dog',
+        '"@authority": example.com',
+        '"content-type": application/json',
+        f'"content-digest": {RFC_DIGEST}',
+        '"content-length": 18',
+        f'"@signature-params": {params}',
+    ]
+    assert _rfc_base(components, params) == "\n".join(expected).encode()
+
+
+def test_b25_hmac_base() -> None:
+    params = '("date" "@authority" "content-type");created=1618884473;keyid="test-shared-secret"'
+    expected = [
+        '"date": Tue, 20 Apr 2021 02:07:55 GMT',
+        '"@authority": example.com',
+        '"content-type": application/json',
+        f'"@signature-params": {params}',
+    ]
+    assert _rfc_base(("date", "@authority", "content-type"), params) == "\n".join(expected).encode()
+
+
+# --------------------------------------------------------------------------- components
+
+
+def _line(component: str, url: str, headers: list[tuple[str, str]] | None = None) -> str:
+    """The single base line produced for ``component`` on a GET of ``url``."""
+    base = signature_base([component], "()", method="GET", url=url, headers=headers or [])
+    return base.decode().split("\n")[0]
+
+
+QUERY_EXAMPLE = (
+    "https://example.com/?var=this%20is%20a%20big%0Amultiline%20value"
+    "&bar=with+plus+whitespace&fa%C3%A7ade%22%3A%20=something"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("var", "this%20is%20a%20big%0Amultiline%20value"),
+        ("bar", "with%20plus%20whitespace"),
+        ("fa%C3%A7ade%22%3A%20", "something"),
+    ],
+)
+def test_query_param_worked_example(name: str, expected: str) -> None:
+    component = f'"@query-param";name="{name}"'
+    assert _line(component, QUERY_EXAMPLE) == f"{component}: {expected}"
+
+
+def test_query_param_empty_value_keeps_trailing_space() -> None:
+    assert _line('"@query-param";name="a"', "https://x.test/?a=&b=1") == '"@query-param";name="a": '
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://example.com:443/", "example.com"),
+        ("http://example.com:80/", "example.com"),
+        ("https://example.com:8443/", "example.com:8443"),
+        ("http://example.com:443/", "example.com:443"),
+        ("https://EXAMPLE.com/", "example.com"),
+        ("https://user:pw@example.com/", "example.com"),
+        ("https://[::1]:443/", "[::1]"),
+        ("https://[::1]:8443/", "[::1]:8443"),
+    ],
+)
+def test_authority_drops_default_port(url: str, expected: str) -> None:
+    assert _line("@authority", url) == f'"@authority": {expected}'
+
+
+@pytest.mark.parametrize(
+    ("component", "url", "expected"),
+    [
+        ("@path", "https://example.com", "/"),
+        ("@path", "https://example.com?a=b", "/"),
+        ("@path", "https://example.com/a%2Fb/c%20d", "/a%2Fb/c%20d"),
+        ("@query", "https://example.com/p", "?"),
+        ("@query", "https://example.com/p?", "?"),
+        ("@query", "https://example.com/p?a=b%2Dc&d=e+f#frag", "?a=b%2Dc&d=e+f"),
+        ("@target-uri", "https://example.com/p%20q?a=1#frag", "https://example.com/p%20q?a=1"),
+        ("@scheme", "HTTPS://example.com/", "https"),
+        ("@request-target", "https://example.com/p?a=1", "/p?a=1"),
+        ("@request-target", "https://example.com", "/"),
+        ("@method", "https://example.com/", "GET"),
+    ],
+)
+def test_derived_components(component: str, url: str, expected: str) -> None:
+    assert _line(component, url) == f'"{component}": {expected}'
+
+
+def test_field_lines_are_trimmed_and_joined() -> None:
+    headers = [("X-Multi", "  a, b "), ("x-multi", "c\r\n  d"), ("Other", "z")]
+    assert _line("x-multi", "https://x.test/", headers) == '"x-multi": a, b, c d'
+    assert _line("x-empty", "https://x.test/", [("X-Empty", "")]) == '"x-empty": '
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("X-A", "1"), ("x-a", "2")],
+        httpx.Headers([("X-A", "1"), ("x-a", "2")]),
+        StarletteHeaders(raw=[(b"x-a", b"1"), (b"x-a", b"2")]),
+    ],
+    ids=["pairs", "httpx", "starlette"],
+)
+def test_field_lines_keeps_every_line(headers: object) -> None:
+    assert field_lines(headers, "X-A") == ["1", "2"]  # type: ignore[arg-type]
+
+
+def test_field_lines_plain_mapping_is_case_insensitive() -> None:
+    assert field_lines({"Content-Type": "text/plain"}, "content-type") == ["text/plain"]
+
+
+@pytest.mark.parametrize(
+    ("components", "url", "error"),
+    [
+        (["@unknown"], "https://x.test/", errors.SignatureMalformedError),
+        (["@status"], "https://x.test/", errors.SignatureMalformedError),
+        (["@signature-params"], "https://x.test/", errors.SignatureMalformedError),
+        (["@method", '"@method"'], "https://x.test/", errors.SignatureMalformedError),
+        (["Content-Type"], "https://x.test/", errors.SignatureMalformedError),
+        (['"content-type";sf'], "https://x.test/", errors.SignatureMalformedError),
+        (['"@method";req'], "https://x.test/", errors.SignatureMalformedError),
+        (["@query-param"], "https://x.test/?a=1", errors.SignatureMalformedError),
+        (['"@query-param";name="a"'], "https://x.test/?b=1", errors.SignatureComponentsError),
+        (['"@query-param";name="a"'], "https://x.test/?a=1&a=2", errors.SignatureComponentsError),
+        (["x-absent"], "https://x.test/", errors.SignatureComponentsError),
+        (["x-unicode"], "https://x.test/", errors.SignatureMalformedError),
+        (["@path"], "https://x.test/caf\u00e9", errors.SignatureMalformedError),
+        (["@path"], "/relative", errors.SignatureMalformedError),
+    ],
+)
+def test_signature_base_errors(components: list[str], url: str, error: type) -> None:
+    headers = [("x-unicode", "caf\u00e9")]
+    with pytest.raises(error):
+        signature_base(components, "()", method="GET", url=url, headers=headers)
+
+
+# --------------------------------------------------------------------------- round trip
+
+NOW = 1_700_000_000
+URL = "https://gw.example/a2a/v1?x=1"
+BODY = b'{"jsonrpc": "2.0", "method": "SendMessage", "id": 1}'
+BASE_HEADERS = [("Host", "gw.example"), ("Content-Type", "application/json")]
+KEY = Ed25519PrivateKey.generate()
+
+
+def _sign_args(**overrides: Any) -> dict[str, Any]:
+    """Keyword arguments for ``sign_request`` on a request to ``URL`` signed by ``KEY``."""
+    defaults: dict[str, Any] = {
+        "method": "POST",
+        "url": URL,
+        "headers": BASE_HEADERS,
+        "body": BODY,
+        "private_key": KEY,
+        "keyid": "did:web:peer.example#key-1",
+        "created": NOW,
+        "expires": NOW + 60,
+        "nonce": "n-0001",
+    }
+    return defaults | overrides
+
+
+def _sign(**overrides: Any) -> list[tuple[str, str]]:
+    """All header lines of the signed request (``overrides`` as for ``_sign_args``)."""
+    args = _sign_args(**overrides)
+    return [*args["headers"], *sign_request(**args).items()]
+
+
+def _verify(headers: list[tuple[str, str]], **overrides: Any) -> SignatureInput:
+    """Parse and verify like the gateway does; keyword overrides go to verify_request."""
+    parsed = parse_signature(headers)
+    defaults: dict[str, Any] = {
+        "method": "POST",
+        "url": URL,
+        "headers": headers,
+        "body": BODY,
+        "public_key": KEY.public_key(),
+        "now": NOW + 1,
+    }
+    verify_request(parsed, **(defaults | overrides))
+    return parsed
+
+
+def _replace(headers: list[tuple[str, str]], name: str, value: str) -> list[tuple[str, str]]:
+    return [(k, value if k.lower() == name.lower() else v) for k, v in headers]
+
+
+def test_round_trip_exposes_parameters() -> None:
+    headers = _sign()
+    assert dict(headers)["Signature-Input"] == (
+        'sig1=("@method" "@authority" "@path" "@query" "content-type" "content-digest")'
+        f';created={NOW};keyid="did:web:peer.example#key-1";alg="ed25519"'
+        f';expires={NOW + 60};nonce="n-0001";tag="confer-a2a"'
+    )
+    parsed = _verify(headers)
+    assert parsed.components == DEFAULT_COMPONENTS
+    assert (parsed.keyid, parsed.created, parsed.expires) == (
+        "did:web:peer.example#key-1",
+        NOW,
+        NOW + 60,
+    )
+    assert (parsed.nonce, parsed.tag, parsed.alg) == ("n-0001", CONFER_TAG, "ed25519")
+
+
+def test_sign_reuses_matching_content_digest_and_rejects_wrong_one() -> None:
+    good = [*BASE_HEADERS, ("Content-Digest", content_digest(BODY))]
+    assert "Content-Digest" not in sign_request(**_sign_args(headers=good))
+    bad = [*BASE_HEADERS, ("Content-Digest", content_digest(b"other"))]
+    with pytest.raises(errors.DigestMismatchError):
+        sign_request(**_sign_args(headers=bad))
+
+
+def test_selects_our_tag_among_other_signatures() -> None:
+    ours = _sign()
+    theirs = _sign(tag="proxy", label="sig2", keyid="proxy-key")
+    headers = [*ours, *[(k, v) for k, v in theirs if k.startswith("Signature")]]
+    assert _verify(headers).label == "sig1"
+
+
+def test_verify_with_starlette_headers() -> None:
+    raw = [(k.lower().encode(), v.encode()) for k, v in _sign()]
+    headers = StarletteHeaders(raw=raw)
+    parsed = parse_signature(headers)
+    verify_request(
+        parsed,
+        method="POST",
+        url=URL,
+        headers=headers,
+        body=BODY,
+        public_key=KEY.public_key(),
+        now=NOW,
+    )
+
+
+def test_policy_checks_run_before_key_lookup() -> None:
+    parsed = parse_signature(_sign())
+    check_signature_params(parsed, now=NOW)
+    with pytest.raises(errors.SignatureExpiredError):
+        check_signature_params(parsed, now=NOW + 3600)
+
+
+def test_optional_expires_policy() -> None:
+    _verify(_sign(expires=None), require_expires=False)
+
+
+@pytest.mark.parametrize(
+    ("headers", "verify_overrides", "error"),
+    [
+        (_sign(), {"body": BODY + b" "}, errors.DigestMismatchError),
+        (_sign(), {"url": "https://gw.example/a2a/v2?x=1"}, errors.SignatureVerificationError),
+        (_sign(), {"url": "https://gw.example/a2a/v1?x=2"}, errors.SignatureVerificationError),
+        (_sign(), {"url": "https://evil.example/a2a/v1?x=1"}, errors.SignatureVerificationError),
+        (_sign(), {"method": "PUT"}, errors.SignatureVerificationError),
+        (
+            _sign(),
+            {"public_key": Ed25519PrivateKey.generate().public_key()},
+            errors.SignatureVerificationError,
+        ),
+        (_sign(), {"now": NOW + 100}, errors.SignatureExpiredError),
+        (_sign(), {"now": NOW - 10}, errors.SignatureExpiredError),
+        (_sign(created=NOW - 400, expires=NOW + 60), {}, errors.SignatureExpiredError),
+        (_sign(expires=None), {}, errors.SignatureExpiredError),
+        (_sign(expires=NOW - 60), {}, errors.SignatureExpiredError),
+        (_sign(components=DEFAULT_COMPONENTS[:-1]), {}, errors.SignatureComponentsError),
+    ],
+    ids=[
+        "tampered-body",
+        "tampered-path",
+        "tampered-query",
+        "tampered-authority",
+        "tampered-method",
+        "wrong-key",
+        "expired",
+        "created-in-future",
+        "too-old",
+        "missing-expires",
+        "expires-before-created",
+        "missing-required-component",
+    ],
+)
+def test_verification_attacks(
+    headers: list[tuple[str, str]], verify_overrides: dict[str, object], error: type
+) -> None:
+    with pytest.raises(error):
+        _verify(headers, **verify_overrides)
+
+
+def test_tampered_content_type() -> None:
+    headers = _replace(_sign(), "content-type", "text/plain")
+    with pytest.raises(errors.SignatureVerificationError):
+        _verify(headers)
+
+
+def test_tampered_content_digest_header() -> None:
+    # Body and digest swapped together: the digest matches, but the signature covers it.
+    headers = _replace(_sign(), "content-digest", content_digest(b"evil"))
+    with pytest.raises(errors.SignatureVerificationError):
+        _verify(headers, body=b"evil")
+
+
+def test_missing_content_digest_header() -> None:
+    headers = [(k, v) for k, v in _sign() if k != "Content-Digest"]
+    with pytest.raises(errors.DigestMismatchError):
+        _verify(headers)
+
+
+def test_foreign_algorithm_is_rejected() -> None:
+    headers = [(k, v.replace('alg="ed25519"', 'alg="rsa-pss-sha512"')) for k, v in _sign()]
+    with pytest.raises(errors.SignatureAlgorithmError):
+        _verify(headers)
+
+
+def test_duplicate_signatures_with_our_tag() -> None:
+    second = [(k, v) for k, v in _sign(label="sig2") if k.startswith("Signature")]
+    with pytest.raises(errors.SignatureMalformedError):
+        parse_signature([*_sign(), *second])
+
+
+def test_signature_with_other_tag_only() -> None:
+    with pytest.raises(errors.SignatureMissingError):
+        parse_signature(_sign(tag="someone-else"))
+
+
+def test_untagged_signature_is_not_ours() -> None:
+    with pytest.raises(errors.SignatureMissingError):
+        parse_signature(_sign(tag=None))
+
+
+@pytest.mark.parametrize(
+    "drop", [{"Signature"}, {"Signature-Input"}, {"Signature", "Signature-Input"}]
+)
+def test_missing_signature_fields(drop: set[str]) -> None:
+    headers = [(k, v) for k, v in _sign() if k not in drop]
+    with pytest.raises(errors.SignatureMissingError):
+        parse_signature(headers)
+
+
+def test_label_in_only_one_field() -> None:
+    headers = [(k, v.replace("sig1=", "sig9=") if k == "Signature" else v) for k, v in _sign()]
+    with pytest.raises(errors.SignatureMalformedError, match="only one"):
+        parse_signature(headers)
+
+
+GOOD_INPUT = 'sig1=("@method");created=1;keyid="k";tag="confer-a2a"'
+GOOD_SIG = "sig1=:AAAA:"
+
+
+@pytest.mark.parametrize(
+    ("signature_input", "signature"),
+    [
+        ("not a dictionary!!", GOOD_SIG),
+        (GOOD_INPUT, "sig1=AAAA"),  # token, not a byte sequence
+        (GOOD_INPUT, "sig1=:not base64!:"),
+        ('sig1="@method";keyid="k";tag="confer-a2a"', GOOD_SIG),  # not an inner list
+        ('sig1=(@method);keyid="k";tag="confer-a2a"', GOOD_SIG),  # token component
+        ('sig1=("@method");created=1;tag="confer-a2a"', GOOD_SIG),  # no keyid
+        ('sig1=("@method");keyid="k";tag="confer-a2a";foo=1', GOOD_SIG),  # unknown param
+        ('sig1=("@method");keyid="k";created="1";tag="confer-a2a"', GOOD_SIG),  # mistyped
+        ('sig1=("@method");keyid="k";created=?1;tag="confer-a2a"', GOOD_SIG),  # boolean
+        ('sig1=("@method");keyid="k";created=1;created=2;tag="confer-a2a"', GOOD_SIG),
+        ('sig1=("@method" "@method");keyid="k";tag="confer-a2a"', GOOD_SIG),  # duplicate component
+        ('sig1=("@Method");keyid="k";tag="confer-a2a"', GOOD_SIG),
+        ('sig1=("content-type";bs);keyid="k";tag="confer-a2a"', GOOD_SIG),
+        (f"{GOOD_INPUT}, sig1=()", f"{GOOD_SIG}"),  # duplicate label
+        ('Sig1=("@method");keyid="k";tag="confer-a2a"', "Sig1=:AAAA:"),  # uppercase label
+        ('sig1=("@method");keyid="caf\u00e9";tag="confer-a2a"', GOOD_SIG),
+    ],
+)
+def test_garbage_signature_fields(signature_input: str, signature: str) -> None:
+    headers = [("Signature-Input", signature_input), ("Signature", signature)]
+    with pytest.raises(errors.SignatureMalformedError):
+        parse_signature(headers)
+
+
+def test_signature_fields_may_span_lines() -> None:
+    headers = [
+        ("Signature-Input", 'other=("@method");keyid="x";tag="x"'),
+        ("Signature-Input", GOOD_INPUT),
+        ("Signature", "other=:AAAA:"),
+        ("Signature", GOOD_SIG),
+    ]
+    parsed = parse_signature(headers)
+    assert (parsed.label, parsed.signature, parsed.created) == ("sig1", b"\x00\x00\x00", 1)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (errors.SignatureError, "signature_invalid"),
+        (errors.SignatureMissingError, "signature_missing"),
+        (errors.SignatureMalformedError, "signature_malformed"),
+        (errors.SignatureComponentsError, "signature_components_missing"),
+        (errors.SignatureExpiredError, "signature_expired"),
+        (errors.SignatureAlgorithmError, "signature_algorithm"),
+        (errors.SignatureVerificationError, "signature_invalid"),
+        (errors.DigestMismatchError, "content_digest_mismatch"),
+    ],
+)
+def test_error_codes(error: type[errors.A2AError], code: str) -> None:
+    exc = error("why")
+    assert (exc.code, exc.detail, str(exc)) == (code, "why", "why")
+    assert isinstance(exc, errors.SignatureError)
+
+
+# --------------------------------------------------------------------------- interop
+
+
+def _library_keys(key: Ed25519PrivateKey, keyid: str) -> MappingKeyResolver:
+    return MappingKeyResolver(public_keys={keyid: key.public_key()}, private_keys={keyid: key})
+
+
+INTEROP_COMPONENTS = (*DEFAULT_COMPONENTS, '"@query-param";name="bar"')
+INTEROP_URL = "https://peer.example:8443/a2a/v1?x=1&bar=with+plus+whitespace"
+
+
+def _interop_request() -> httpx.Request:
+    return httpx.Request(
+        "POST", INTEROP_URL, headers={"Content-Type": "application/json"}, content=BODY
+    )
+
+
+def test_our_signature_verifies_with_http_message_signatures() -> None:
+    request = _interop_request()
+    request.headers.update(
+        sign_request(
+            **_sign_args(
+                url=str(request.url),
+                headers=request.headers,
+                keyid="peer-key",
+                created=int(datetime.now(UTC).timestamp()),
+                expires=int(datetime.now(UTC).timestamp()) + 60,
+                nonce="interop-nonce",
+                components=INTEROP_COMPONENTS,
+            )
+        )
+    )
+    verifier = HTTPMessageVerifier(
+        signature_algorithm=hms_algorithms.ED25519, key_resolver=_library_keys(KEY, "peer-key")
+    )
+    [result] = verifier.verify(
+        request, expect_tag=CONFER_TAG, body=BODY, require_components=INTEROP_COMPONENTS
+    )
+    assert result.nonce == "interop-nonce"
+    assert result.parameters["alg"] == "ed25519"
+
+
+def test_http_message_signatures_signature_verifies_with_ours() -> None:
+    request = _interop_request()
+    signer = HTTPMessageSigner(
+        signature_algorithm=hms_algorithms.ED25519, key_resolver=_library_keys(KEY, "peer-key")
+    )
+    signer.sign(
+        request,
+        key_id="peer-key",
+        created=datetime.fromtimestamp(NOW, UTC),
+        expires=datetime.fromtimestamp(NOW + 60, UTC),
+        nonce="library-nonce",
+        tag=CONFER_TAG,
+        include_alg=True,
+        covered_component_ids=INTEROP_COMPONENTS,
+        body=request.content,
+    )
+    parsed = parse_signature(request.headers)
+    verify_request(
+        parsed,
+        method=request.method,
+        url=str(request.url),
+        headers=request.headers,
+        body=request.content,
+        public_key=KEY.public_key(),
+        now=NOW + 2,
+        required_components=INTEROP_COMPONENTS,
+    )
+    assert (parsed.label, parsed.nonce, parsed.alg) == ("pyhms", "library-nonce", "ed25519")

@@ -1,0 +1,144 @@
+"""Run real Confer instances on loopback for tests: uvicorn in this process, real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+import websockets
+
+from gateway.app import create_app
+from gateway.clock import Clock
+from gateway.settings import Settings
+from gateway.state import AppState
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Instance:
+    """A running Confer: its base URL, its settings and its live state."""
+
+    base_url: str
+    settings: Settings
+    state: AppState
+    client: httpx.AsyncClient
+
+    @property
+    def did(self) -> str:
+        return self.state.identity.did
+
+    @property
+    def ws_url(self) -> str:
+        return self.base_url.replace("http://", "ws://") + "/v1/ws"
+
+    async def register(self, username: str, password: str = "correct horse battery") -> User:
+        response = await self.client.post(
+            "/v1/auth/register", json={"username": username, "password": password}
+        )
+        assert response.status_code == 201, response.text
+        body = response.json()
+        return User(self, body["access_token"], body["user"])
+
+
+@dataclass
+class User:
+    """A registered user of an instance, with an access token."""
+
+    instance: Instance
+    token: str
+    profile: dict[str, Any]
+
+    @property
+    def did(self) -> str:
+        return str(self.profile["did"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.instance.client.request(method, path, headers=self.headers, **kwargs)
+
+    async def direct_with(self, did: str) -> dict[str, Any]:
+        response = await self.request("POST", "/v1/conversations", json={"participant_did": did})
+        assert response.status_code in (200, 201), response.text
+        return dict(response.json())
+
+    async def send(self, conversation_id: str, text: str) -> dict[str, Any]:
+        response = await self.request(
+            "POST", f"/v1/conversations/{conversation_id}/messages", json={"content": text}
+        )
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    @contextlib.asynccontextmanager
+    async def websocket(self) -> AsyncIterator[Any]:
+        """A connected, authenticated WebSocket that has received its ``ready`` frame."""
+        async with websockets.connect(
+            self.instance.ws_url, subprotocols=["confer.v1", f"bearer.{self.token}"]
+        ) as ws:
+            ready = await asyncio.wait_for(ws.recv(), 5)
+            assert '"ready"' in ready
+            yield ws
+
+
+def loopback_settings(database_url: str, port: int, **overrides: Any) -> Settings:
+    """Settings for an instance on 127.0.0.1:``port`` whose DID is did:web:localhost%3A<port>."""
+    values: dict[str, Any] = {
+        "public_url": f"http://localhost:{port}",
+        "host": "127.0.0.1",
+        "port": port,
+        "database_url": database_url,
+        "migrate_on_start": False,
+        "allow_http_dids": True,
+        "allow_private_networks": True,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@contextlib.asynccontextmanager
+async def run_instance(
+    database_url: str, *, clock: Clock | None = None, **overrides: Any
+) -> AsyncIterator[Instance]:
+    """Serve Confer with uvicorn on a free loopback port until the block exits."""
+    port = free_port()
+    settings = loopback_settings(database_url, port, **overrides)
+    app = create_app(settings, clock=clock)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    base_url = f"http://localhost:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+            yield Instance(base_url, settings, app.state.confer, client)
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def next_event(ws: Any, event_type: str, within: float = 10.0) -> dict[str, Any]:
+    """The next frame of ``event_type`` on ``ws`` within ``within`` s (others are skipped)."""
+    async with asyncio.timeout(within):
+        while True:
+            frame = json.loads(await ws.recv())
+            if frame.get("type") == event_type:
+                return dict(frame)

@@ -1,0 +1,97 @@
+"""Two Confer instances on loopback exchange signed messages over real HTTP and WebSockets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from did.keys import jwk_to_ed25519_public
+from tests.gateway.harness import Instance, next_event, run_instance
+
+
+@pytest.fixture
+async def pair(make_database) -> AsyncIterator[tuple[Instance, Instance]]:
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as b,
+    ):
+        yield a, b
+
+
+async def test_message_a_to_b_and_reply_b_to_a(pair: tuple[Instance, Instance]) -> None:
+    a, b = pair
+    alice = await a.register("alice")
+    bob = await b.register("bob")
+
+    contact = await alice.request("POST", "/v1/contacts", json={"did": bob.did})
+    assert contact.status_code == 201, contact.text
+    assert contact.json()["endpoint"] == f"{b.base_url}/users/bob/a2a"
+    conversation = await alice.direct_with(bob.did)
+    assert [p["participant_type"] for p in conversation["participants"]] == ["user", "peer_agent"]
+
+    async with bob.websocket() as bob_ws, alice.websocket() as alice_ws:
+        sent = await alice.send(conversation["id"], "Hello Bob, from instance A")
+        echo = await next_event(alice_ws, "message.created")
+        assert echo["data"]["id"] == sent["id"]
+
+        received = (await next_event(bob_ws, "message.created"))["data"]
+        assert received["content"] == "Hello Bob, from instance A"
+        assert received["sender_type"] == "peer_agent"
+        assert received["sender_did"] == alice.did
+
+        # Bob's instance resolved Alice's DID document over HTTP and cached it.
+        async with b.state.pool.acquire() as conn:
+            peer = await conn.fetchrow("SELECT * FROM peer_agents WHERE did = $1", alice.did)
+        assert peer["endpoint"] == f"{a.base_url}/users/alice/a2a"
+        assert peer["etag"] is None or peer["etag"]
+        key = peer["public_key_json"]["authentication"][0]
+        assert key["id"] == f"{alice.did}#key-1"
+        expected = a.state.identity.signing_key.public_key.public_bytes_raw()
+        assert jwk_to_ed25519_public(key["publicKeyJwk"]).public_bytes_raw() == expected
+
+        # Bob replies in the conversation his instance created; it travels back signed.
+        page = await bob.request("GET", "/v1/conversations")
+        bob_conversation = page.json()[0]
+        assert bob_conversation["type"] == "direct_user_user"
+        await bob.send(bob_conversation["id"], "Hi Alice, B here")
+        reply = (await next_event(alice_ws, "message.created"))["data"]
+        assert reply["content"] == "Hi Alice, B here"
+        assert reply["sender_did"] == bob.did
+        assert reply["conversation_id"] == conversation["id"]
+
+    history = await alice.request("GET", f"/v1/conversations/{conversation['id']}/messages")
+    assert [m["content"] for m in history.json()["items"]] == [
+        "Hi Alice, B here",
+        "Hello Bob, from instance A",
+    ]
+    for instance in (a, b):
+        async with instance.state.pool.acquire() as conn:
+            actions = [r["action"] for r in await conn.fetch("SELECT action FROM audit_log")]
+        assert "federation.inbound" in actions
+        assert "federation.outbound" in actions
+
+
+async def test_contact_with_unresolvable_did_is_a_clear_4xx(
+    pair: tuple[Instance, Instance],
+) -> None:
+    a, _ = pair
+    alice = await a.register("alice")
+    for did, code in [
+        ("did:web:localhost%3A1:users:ghost", "did_unresolvable"),
+        ("did:web:Bad Host", "did_invalid"),
+        ("did:example:123", "did_invalid"),
+    ]:
+        response = await alice.request("POST", "/v1/contacts", json={"did": did})
+        assert response.status_code == 422, response.text
+        assert response.json()["code"] == code
+    async with a.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM peer_agents") == 0
+
+
+async def test_unknown_user_on_the_other_instance(pair: tuple[Instance, Instance]) -> None:
+    a, b = pair
+    alice = await a.register("alice")
+    response = await alice.request("POST", "/v1/contacts", json={"did": f"{b.did}:users:nobody"})
+    assert response.status_code == 422
+    assert response.json()["code"] == "did_unresolvable"
