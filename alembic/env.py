@@ -11,10 +11,10 @@ import asyncio
 import os
 from logging.config import fileConfig
 
+from alembic import context
 from sqlalchemy import Connection, pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from alembic import context
 from gateway.migrations import to_sqlalchemy_url
 
 config = context.config

@@ -20,11 +20,12 @@ def embedded_postgres_url(data_dir: Path) -> str:
     URL addresses it over a Unix socket in ``data_dir``. Raises ``RuntimeError`` from pgserver
     when the server cannot start (for instance a data folder made by another PostgreSQL version).
     """
-    import pgserver  # imported lazily: only the embedded mode needs it
-
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    # pgserver (via platformdirs) wants a runtime dir; root shells often have none.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir))
+    import pgserver  # imported lazily: only the embedded mode needs it
+
     server = _servers.get(data_dir)
     if server is None:
         server = pgserver.get_server(data_dir, cleanup_mode=None)

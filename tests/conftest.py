@@ -54,16 +54,20 @@ async def template_database(pg_admin_dsn: str) -> AsyncIterator[str]:
     """Name of a database migrated to head, used as the template for per-test databases."""
     name = f"confer_tpl_{uuid.uuid4().hex[:10]}"
     url = await _create_database(pg_admin_dsn, name)
-    await asyncio.to_thread(migrations.upgrade, url)
-    yield name
-    await _drop_database(pg_admin_dsn, name)
+    try:
+        await asyncio.to_thread(migrations.upgrade, url)
+        yield name
+    finally:
+        await _drop_database(pg_admin_dsn, name)
 
 
 DatabaseFactory = Callable[[], Awaitable[str]]
 
 
 @pytest.fixture
-async def make_database(pg_admin_dsn: str, template_database: str) -> AsyncIterator[DatabaseFactory]:
+async def make_database(
+    pg_admin_dsn: str, template_database: str
+) -> AsyncIterator[DatabaseFactory]:
     """Factory: each call returns the URL of a new, migrated, empty database."""
     created: list[str] = []
 

@@ -34,6 +34,7 @@ AUTH_TIMEOUT = 10.0
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_TOO_SLOW = 4008
 CLOSE_UNSUPPORTED = 1003
+CLOSE_TIMEOUT = 5.0
 
 
 async def _first_frame_auth(websocket: WebSocket, state: AppState) -> Authenticated | None:
@@ -106,9 +107,6 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
             asyncio.create_task(subscriber.overflowed.wait()),
         ]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        if subscriber.overflowed.is_set():
-            with contextlib.suppress(Exception):
-                await websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow")
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
@@ -116,3 +114,9 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    if subscriber.overflowed.is_set():
+        # The client is not reading: the close frame may never drain, so bound the wait.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow"), CLOSE_TIMEOUT
+            )

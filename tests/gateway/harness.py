@@ -111,13 +111,8 @@ def loopback_settings(database_url: str, port: int, **overrides: Any) -> Setting
 
 
 @contextlib.asynccontextmanager
-async def run_instance(
-    database_url: str, *, clock: Clock | None = None, **overrides: Any
-) -> AsyncIterator[Instance]:
-    """Serve Confer with uvicorn on a free loopback port until the block exits."""
-    port = free_port()
-    settings = loopback_settings(database_url, port, **overrides)
-    app = create_app(settings, clock=clock)
+async def serve(app: Any, port: int) -> AsyncIterator[None]:
+    """Serve an ASGI app with uvicorn on 127.0.0.1:``port`` (lifespan on) until exit."""
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
@@ -126,13 +121,24 @@ async def run_instance(
         if task.done():
             task.result()
         await asyncio.sleep(0.02)
-    base_url = f"http://localhost:{port}"
     try:
-        async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
-            yield Instance(base_url, settings, app.state.confer, client)
+        yield
     finally:
         server.should_exit = True
         await task
+
+
+@contextlib.asynccontextmanager
+async def run_instance(
+    database_url: str, *, clock: Clock | None = None, **overrides: Any
+) -> AsyncIterator[Instance]:
+    """Serve Confer with uvicorn on a free loopback port until the block exits."""
+    port = free_port()
+    settings = loopback_settings(database_url, port, **overrides)
+    app = create_app(settings, clock=clock)
+    base_url = f"http://localhost:{port}"
+    async with serve(app, port), httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+        yield Instance(base_url, settings, app.state.confer, client)
 
 
 async def next_event(ws: Any, event_type: str, within: float = 10.0) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+# Confer — the two commands that matter: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test lint demo bench migrate clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Serve Confer on 127.0.0.1:8000 (embedded PostgreSQL unless CONFER_DATABASE_URL is set).
+run: $(STAMP)
+	$(BIN)/confer serve
+
+## Run the whole test suite against real PostgreSQL (CONFER_TEST_DATABASE_URL or embedded).
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## Two Confer processes on loopback exchanging signed messages.
+demo: $(STAMP)
+	$(BIN)/confer demo
+
+bench: $(STAMP)
+	$(BIN)/python bench/federation_roundtrip.py
+
+migrate: $(STAMP)
+	$(BIN)/confer migrate
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,238 @@
+"""Inbound federation authentication, attack by attack (RFC 9421 §3.2, §7.2)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.gateway.fakepeer import FakePeer, run_fake_peer
+from tests.gateway.harness import Instance, User, next_event, run_instance
+
+
+@pytest.fixture
+async def setup(database_url: str) -> AsyncIterator[tuple[Instance, User, FakePeer]]:
+    async with run_instance(database_url) as b, run_fake_peer() as peer:
+        bob = await b.register("bob")
+        yield b, bob, peer
+
+
+def endpoint(b: Instance) -> str:
+    return f"{b.base_url}/users/bob/a2a"
+
+
+async def count(b: Instance, sql: str) -> int:
+    async with b.state.pool.acquire() as conn:
+        return int(await conn.fetchval(sql))
+
+
+async def test_a_valid_signed_message_is_stored_and_pushed(setup) -> None:
+    b, bob, peer = setup
+    body = peer.rpc("psst")
+    async with bob.websocket() as ws:
+        response = await b.client.post(
+            "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+        )
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]["message"]
+        assert result["role"] == "ROLE_AGENT"
+        event = await next_event(ws, "message.created")
+    assert event["data"]["content"] == "psst"
+    assert event["data"]["sender_did"] == peer.did
+    assert result["parts"][0]["data"]["messageId"] == event["data"]["id"]
+
+
+async def test_a_retry_with_the_same_message_id_is_deduplicated(setup) -> None:
+    b, _, peer = setup
+    body = peer.rpc("once", message_id="m-1")
+    answers = []
+    for _ in range(3):
+        response = await b.client.post(
+            "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+        )
+        assert response.status_code == 200
+        answers.append(response.json()["result"]["message"]["parts"][0]["data"]["messageId"])
+    assert len(set(answers)) == 1
+    assert await count(b, "SELECT count(*) FROM messages") == 1
+
+
+def _tamper_body(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    headers = peer.signed_headers(url, peer.rpc("original"))
+    return peer.rpc("tampered"), headers
+
+
+def _wrong_key(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    return body, peer.signed_headers(url, body, key=Ed25519PrivateKey.generate())
+
+
+def _expired(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    old = int(time.time()) - 3600
+    return body, peer.signed_headers(url, body, created=old, expires=old + 60)
+
+
+def _future(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    return body, peer.signed_headers(url, body, created=int(time.time()) + 600)
+
+
+def _other_path(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    return body, peer.signed_headers(url.replace("/users/bob/", "/users/eve/"), body)
+
+
+def _no_digest(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    components = ("@method", "@authority", "@path", "@query", "content-type")
+    return body, peer.signed_headers(url, body, components=components)
+
+
+def _no_nonce(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    return body, peer.signed_headers(url, body, nonce=None)
+
+
+def _unknown_key(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    return body, peer.signed_headers(url, body, keyid=f"{peer.did}#key-9")
+
+
+def _unsigned(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    return peer.rpc(), {"Content-Type": "application/json"}
+
+
+def _garbage(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    return peer.rpc(), {
+        "Content-Type": "application/json",
+        "Signature-Input": "sig1=(((",
+        "Signature": "sig1=:!!:",
+    }
+
+
+def _unresolvable_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()
+    return body, peer.signed_headers(url, body, keyid="did:web:localhost%3A1:users:x#key-1")
+
+
+@pytest.mark.parametrize(
+    ("attack", "code"),
+    [
+        (_tamper_body, "content_digest_mismatch"),
+        (_wrong_key, "signature_invalid"),
+        (_expired, "signature_expired"),
+        (_future, "signature_expired"),
+        (_other_path, "signature_invalid"),
+        (_no_digest, "signature_components_missing"),
+        (_no_nonce, "signature_malformed"),
+        (_unknown_key, "did_key_unknown"),
+        (_unsigned, "signature_missing"),
+        (_garbage, "signature_malformed"),
+        (_unresolvable_did, "did_unresolvable"),
+    ],
+)
+async def test_attacks_are_401_with_a_precise_code(setup, attack, code: str) -> None:
+    b, _, peer = setup
+    body, headers = attack(peer, endpoint(b))
+    response = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert response.status_code == 401, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["code"] == code
+    assert await count(b, "SELECT count(*) FROM messages") == 0
+    assert (
+        await count(
+            b, "SELECT count(*) FROM audit_log WHERE action = 'federation.inbound.rejected'"
+        )
+        == 1
+    )
+
+
+async def test_a_replayed_request_is_refused(setup) -> None:
+    b, _, peer = setup
+    body = peer.rpc()
+    headers = peer.signed_headers(endpoint(b), body)
+    first = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert first.status_code == 200
+    replay = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert replay.status_code == 401
+    assert replay.json()["code"] == "signature_replayed"
+
+
+async def test_the_host_header_cannot_change_the_signed_authority(setup) -> None:
+    b, _, peer = setup
+    body = peer.rpc()
+    spoofed = endpoint(b).replace("localhost", "evil.example")
+    headers = peer.signed_headers(spoofed, body)
+    headers["Host"] = "evil.example"
+    response = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert response.status_code == 401
+    assert response.json()["code"] == "signature_invalid"
+
+
+async def test_claiming_another_sender_is_refused(setup) -> None:
+    b, _, peer = setup
+    body = peer.rpc(sender=f"{b.did}:users:bob")
+    response = await b.client.post(
+        "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+    )
+    assert response.status_code == 401
+    assert response.json()["code"] == "signature_sender_mismatch"
+    assert await count(b, "SELECT count(*) FROM messages") == 0
+
+
+async def test_rotated_key_is_refetched_once_and_the_old_key_stops(setup) -> None:
+    b, _, peer = setup
+
+    async def post(key: Ed25519PrivateKey, keyid: str) -> int:
+        body = peer.rpc()
+        headers = peer.signed_headers(endpoint(b), body, key=key, keyid=keyid)
+        return (await b.client.post("/users/bob/a2a", content=body, headers=headers)).status_code
+
+    assert await post(peer.key, peer.keyid) == 200
+    assert peer.fetches == 1
+    new_key = Ed25519PrivateKey.generate()
+    peer.publish(new_key, fragment="key-2")  # rotation: key-1 removed, key-2 added
+    new_keyid = f"{peer.did}#key-2"
+    # Within the refetch interval an unknown keyid is refused without a fetch.
+    assert await post(new_key, new_keyid) == 401
+    assert peer.fetches == 1
+    b.state.clock.offset = 30  # past the refetch interval, still within the cache TTL
+    try:
+        assert await post(new_key, new_keyid) == 200
+        assert peer.fetches == 2
+        # The cache now holds the new document: the removed key no longer verifies.
+        assert await post(peer.key, peer.keyid) == 401
+    finally:
+        b.state.clock.offset = 0
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "rpc_code"),
+    [
+        (b"not json", 400, -32700),
+        (b'{"jsonrpc": "2.0"}', 400, -32600),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "Nope", "params": {}}', 200, -32601),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}', 200, -32602),
+    ],
+)
+async def test_signed_but_bad_json_rpc(setup, body: bytes, status: int, rpc_code: int) -> None:
+    b, _, peer = setup
+    response = await b.client.post(
+        "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+    )
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == rpc_code
+    assert await count(b, "SELECT count(*) FROM messages") == 0
+
+
+async def test_unknown_recipient_is_404(setup) -> None:
+    b, _, peer = setup
+    body = peer.rpc()
+    url = endpoint(b).replace("/users/bob/", "/users/nobody/")
+    response = await b.client.post(
+        "/users/nobody/a2a", content=body, headers=peer.signed_headers(url, body)
+    )
+    assert response.status_code == 404
+    assert response.json()["code"] == "recipient_not_found"
