@@ -59,6 +59,24 @@ def did() -> None:
     asyncio.run(show())
 
 
+@app.command()
+def demo(
+    port_a: int = typer.Option(8001, help="Port of instance A."),
+    port_b: int = typer.Option(8002, help="Port of instance B."),
+) -> None:
+    """Run two instances on loopback and exchange signed messages between them."""
+    from gateway.demo import default_databases, run_demo
+
+    settings = Settings()
+
+    async def go() -> None:
+        urls = await default_databases(settings.database_url, settings.data_dir)
+        result = await run_demo(ports=(port_a, port_b), database_urls=urls, say=typer.echo)
+        typer.echo(f"done in {result.seconds:.2f} s: A → B and B → A, signed and verified")
+
+    asyncio.run(go())
+
+
 def main() -> None:
     """Entry point for ``python -m gateway``."""
     app()

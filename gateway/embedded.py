@@ -7,6 +7,7 @@ When no ``CONFER_DATABASE_URL`` is configured, Confer starts a private PostgreSQ
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -22,8 +23,11 @@ def embedded_postgres_url(data_dir: Path) -> str:
     """
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    # pgserver (via platformdirs) wants a runtime dir; root shells often have none.
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir))
+    if "XDG_RUNTIME_DIR" not in os.environ:
+        # pgserver (via platformdirs) wants a private runtime dir; root shells often have none.
+        runtime = Path(tempfile.gettempdir()) / f"confer-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     import pgserver  # imported lazily: only the embedded mode needs it
 
     server = _servers.get(data_dir)
