@@ -128,3 +128,19 @@ class MessagePage(ConferModel):
 
     items: list[Message]
     next_before: Ulid | None = None
+
+
+class Problem(ConferModel):
+    """RFC 9457 problem details, as every error response carries (``application/problem+json``).
+
+    ``code`` is Confer's stable machine-readable error code; ``errors`` lists invalid fields on
+    a 422.
+    """
+
+    type: str = Field(examples=["urn:confer:problem:conversation_not_found"])
+    title: str = Field(examples=["No such conversation"])
+    status: int = Field(examples=[404])
+    detail: str = Field(examples=["no conversation 01ARZ3NDEKTSV4RRFFQ69G5FAV"])
+    code: str = Field(examples=["conversation_not_found"])
+    instance: str = Field(examples=["/v1/conversations/01ARZ3NDEKTSV4RRFFQ69G5FAV"])
+    errors: list[dict[str, object]] | None = None

@@ -6,25 +6,26 @@ from fastapi import APIRouter, Request, Response
 
 from gateway.deps import Current, State
 from gateway.federation_auth import client_ip
+from gateway.routes import problems
 from models.api import LoginCreate, RegisterCreate, TokenPublic, UserPublic
 
 router = APIRouter(tags=["accounts"])
 
-_AUTH_ERRORS = {401: {"description": "Missing, invalid or expired token (problem+json)"}}
+_AUTH_ERRORS = problems(401)
 
 
 @router.post(
     "/v1/auth/register",
     status_code=201,
     summary="Create an account",
-    responses={409: {"description": "Username taken"}, 422: {"description": "Invalid input"}},
+    responses=problems(400, 409, 413, 422, s409="The username is taken"),
 )
 async def register(data: RegisterCreate, request: Request, state: State) -> TokenPublic:
     """Create a user with its DID and main agent, and return a first access token."""
     return await state.accounts.register(data, ip=client_ip(request))
 
 
-@router.post("/v1/auth/login", summary="Log in", responses=_AUTH_ERRORS)
+@router.post("/v1/auth/login", summary="Log in", responses=problems(400, 401, 422))
 async def login(data: LoginCreate, request: Request, state: State) -> TokenPublic:
     """Exchange username and password for an access token (one session per device)."""
     return await state.accounts.login(data, ip=client_ip(request))

@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query, Response
 from gateway.deps import Current, State
 from gateway.errors import ValidationFailedError
 from gateway.ids import is_ulid
+from gateway.routes import problems
 from gateway.services import conversations as service
 from gateway.store import peers as peers_store
-from models import Message
+from models import Message, PeerAgentRow, PeerContactRow
 from models.api import (
     ContactCreate,
     ContactPublic,
@@ -23,14 +24,10 @@ from models.api import (
 
 router = APIRouter(tags=["conversations"])
 
-_ERRORS = {
-    401: {"description": "Not authenticated (problem+json)"},
-    404: {"description": "No such conversation, or not a participant (problem+json)"},
-    422: {"description": "Invalid input (problem+json)"},
-}
+_ERRORS = problems(400, 401, 404, 413, 422)
 
 
-def _contact(contact: peers_store.PeerContactRow, peer: peers_store.PeerAgentRow) -> ContactPublic:
+def _contact(contact: PeerContactRow, peer: PeerAgentRow) -> ContactPublic:
     return ContactPublic(
         id=contact.id,
         did=peer.did,

@@ -63,10 +63,10 @@ async def _authenticate(websocket: WebSocket, state: AppState) -> Authenticated 
         await websocket.accept(subprotocol=subprotocol)
         return auth
     await websocket.accept(subprotocol=subprotocol)
-    auth = await _first_frame_auth(websocket, state)
-    if auth is None:
+    first = await _first_frame_auth(websocket, state)
+    if first is None:
         await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="authentication failed")
-    return auth
+    return first
 
 
 async def _pump(websocket: WebSocket, subscriber: Subscriber) -> None:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from gateway.deps import State
 from gateway.errors import UnsupportedMediaTypeError
 from gateway.federation_auth import Peer, client_ip
+from gateway.routes import problems
 from gateway.services import federation as service
 
 router = APIRouter(tags=["federation"])
@@ -78,11 +79,9 @@ async def _dispatch(
     return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
 
-_DOC = {
-    401: {"description": "Signature missing or invalid (problem+json, precise code)"},
-    404: {"description": "No such user or agent"},
-    415: {"description": "Not JSON"},
-}
+_DOC = problems(
+    401, 404, 413, 415, s401="Signature missing or invalid (the `code` says which check failed)"
+)
 
 
 @router.post("/users/{username}/a2a", summary="A2A JSON-RPC endpoint of a user", responses=_DOC)

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
+from gateway.routes import problems
 from gateway.store import users as users_store
 
 router = APIRouter(tags=["identity"])
@@ -28,7 +29,7 @@ async def instance_did_document(state: State) -> Response:
     return _document(identity.did_document(identity.did, endpoint=None))
 
 
-@router.get("/users/{username}/did.json", summary="A user's DID document")
+@router.get("/users/{username}/did.json", summary="A user's DID document", responses=problems(404))
 async def user_did_document(username: str, state: State) -> Response:
     """``did:web:<host>:users:<username>``: keys allowed to speak for the user, A2A endpoint."""
     async with state.pool.acquire() as conn:
@@ -41,7 +42,9 @@ async def user_did_document(username: str, state: State) -> Response:
     )
 
 
-@router.get("/agents/{agent_id}/did.json", summary="An agent's DID document")
+@router.get(
+    "/agents/{agent_id}/did.json", summary="An agent's DID document", responses=problems(404)
+)
 async def agent_did_document(agent_id: str, state: State) -> Response:
     """``did:web:<host>:agents:<agent id>``: keys allowed to speak for the agent, A2A endpoint."""
     async with state.pool.acquire() as conn:

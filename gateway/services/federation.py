@@ -102,9 +102,11 @@ async def receive_message(
         )
     remote_id = params.message.messageId
     async with state.pool.acquire() as conn, conn.transaction():
+        owner_id: str | None = None
+        agent_id: str | None = None
         if kind == "users":
             user = await users_store.get_user_by_username(conn, username=name)
-            owner_id, agent_id = (user.id, None) if user else (None, None)
+            owner_id = user.id if user else None
         else:
             agent = await users_store.get_agent(conn, id=name)
             owner_id, agent_id = (agent.user_id, agent.id) if agent else (None, None)

@@ -53,10 +53,18 @@ def _endpoint(did: str, document: DIDDocument, allow_http: bool) -> str:
 
 def find_key(peer: PeerAgentRow, keyid: str) -> Ed25519PublicKey | None:
     """The cached authentication key with verification method id ``keyid``, or None."""
-    for entry in peer.public_key_json.get("authentication", []):
-        if entry.get("id") == keyid:
-            return jwk_to_ed25519_public(entry["publicKeyJwk"])
+    cached = peer.public_key_json
+    entries = cached.get("authentication") if isinstance(cached, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("id") == keyid:
+            jwk = entry.get("publicKeyJwk")
+            return jwk_to_ed25519_public(jwk) if isinstance(jwk, dict) else None
     return None
+
+
+def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
+    facts = cached.agent_facts_json if cached else None
+    return facts if isinstance(facts, dict) else {}
 
 
 class PeerDirectory:
@@ -103,7 +111,7 @@ class PeerDirectory:
                 name=cached.name if cached else None,
                 endpoint=_endpoint(did, document, self._allow_http),
                 public_key_json=_authentication_keys(document),
-                agent_facts_json=cached.agent_facts_json if cached else {},
+                agent_facts_json=_facts(cached),
                 etag=result.etag,
                 fetched_at=now,
             )

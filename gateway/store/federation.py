@@ -171,8 +171,3 @@ async def purge_nonces(conn: asyncpg.Connection, *, now: datetime) -> int:
     """Delete nonces whose signatures can no longer be accepted; returns how many."""
     status = await conn.execute("DELETE FROM signature_nonces WHERE expires_at < $1", now)
     return int(status.split()[-1])
-
-
-def outbox_id() -> str:
-    """A fresh id for callers that need it before inserting."""
-    return new_id()
