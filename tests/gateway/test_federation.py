@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -44,7 +45,7 @@ async def test_message_a_to_b_and_reply_b_to_a(pair: tuple[Instance, Instance]) 
         async with b.state.pool.acquire() as conn:
             peer = await conn.fetchrow("SELECT * FROM peer_agents WHERE did = $1", alice.did)
         assert peer["endpoint"] == f"{a.base_url}/users/alice/a2a"
-        assert peer["etag"] is None or peer["etag"]
+        assert peer["etag"] and peer["etag"].startswith('"')
         key = peer["public_key_json"]["authentication"][0]
         assert key["id"] == f"{alice.did}#key-1"
         expected = a.state.identity.signing_key.public_key.public_bytes_raw()
@@ -95,3 +96,27 @@ async def test_unknown_user_on_the_other_instance(pair: tuple[Instance, Instance
     response = await alice.request("POST", "/v1/contacts", json={"did": f"{b.did}:users:nobody"})
     assert response.status_code == 422
     assert response.json()["code"] == "did_unresolvable"
+
+
+async def test_stale_peer_is_revalidated_with_its_etag(make_database) -> None:
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database(), peer_cache_ttl_seconds=1) as b,
+    ):
+        alice = await a.register("alice")
+        bob = await b.register("bob")
+        conversation = await alice.direct_with(bob.did)
+        async with bob.websocket() as bob_ws:
+            await alice.send(conversation["id"], "first")
+            await next_event(bob_ws, "message.created")
+            async with b.state.pool.acquire() as conn:
+                before = await conn.fetchrow("SELECT * FROM peer_agents WHERE did = $1", alice.did)
+            await asyncio.sleep(1.2)  # past the (test-sized) freshness window
+            await alice.send(conversation["id"], "second")
+            assert (await next_event(bob_ws, "message.created"))["data"]["content"] == "second"
+        async with b.state.pool.acquire() as conn:
+            after = await conn.fetchrow("SELECT * FROM peer_agents WHERE did = $1", alice.did)
+    assert after["etag"] == before["etag"]
+    assert after["fetched_at"] > before["fetched_at"]
+    assert after["id"] == before["id"]
+    assert after["updated_at"] == before["updated_at"]  # a 304 only touches fetched_at
