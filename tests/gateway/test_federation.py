@@ -120,3 +120,17 @@ async def test_stale_peer_is_revalidated_with_its_etag(make_database) -> None:
     assert after["fetched_at"] > before["fetched_at"]
     assert after["id"] == before["id"]
     assert after["updated_at"] == before["updated_at"]  # a 304 only touches fetched_at
+
+
+async def test_plain_http_dids_need_the_setting(make_database) -> None:
+    async with (
+        run_instance(await make_database(), allow_http_dids=False) as strict,
+        run_instance(await make_database()) as b,
+    ):
+        alice = await strict.register("alice")
+        bob = await b.register("bob")
+        response = await alice.request("POST", "/v1/contacts", json={"did": bob.did})
+        # did:web means https: the instance tried https://localhost:<port>/… and failed.
+        assert response.status_code == 422
+        assert response.json()["code"] == "did_unresolvable"
+        assert "SSL" in response.json()["detail"]  # it spoke TLS to a plain-HTTP port
