@@ -1,138 +1,33 @@
-"""DIDResolver against a real HTTP(S) server on loopback (did:web §3.2, DESIGN.md "Identity")."""
+"""DIDResolver against a real HTTP(S) server on loopback (did:web §3.2, DESIGN.md "Identity").
+
+The server (``tests/did/httpserver.py``) and its ``server``/``tls_server`` fixtures
+(``tests/did/conftest.py``) are shared; the resolver fixtures are defined here.
+"""
 
 import asyncio
-import datetime
 import ipaddress
 import json
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import suppress
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.x509.oid import NameOID
 
 from did.document import build_did_document
 from did.errors import DIDDocumentError, DIDResolutionError, InvalidDIDError
 from did.resolver import DIDResolver, is_public_address
+from tests.did.httpserver import (
+    LoopbackServer,
+    SeenRequest,
+    raw_head,
+    redirect,
+    respond,
+    respond_chunked,
+    respond_json,
+)
 
 WELL_KNOWN = "/.well-known/did.json"
-
-
-@dataclass
-class SeenRequest:
-    path: str
-    headers: dict[str, str]
-
-
-Route = Callable[[SeenRequest, asyncio.StreamWriter], Awaitable[None]]
-
-
-class LoopbackServer:
-    """A tiny HTTP/1.1 server on 127.0.0.1: one request per connection, routes set per test."""
-
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
-        self.routes: dict[str, Route] = {}
-        self.requests: list[SeenRequest] = []
-        self.sni_names: list[str | None] = []
-        self._ssl = ssl_context
-        self._tasks: set[asyncio.Task[Any]] = set()
-        if ssl_context is not None:
-            ssl_context.sni_callback = lambda _obj, name, _ctx: self.sni_names.append(name)
-
-    async def __aenter__(self) -> "LoopbackServer":
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self._ssl)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.scheme = "http" if self._ssl is None else "https"
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await self._server.wait_closed()
-
-    def did(self, *path: str) -> str:
-        return ":".join([f"did:web:localhost%3A{self.port}", *path])
-
-    def url(self, path: str) -> str:
-        return f"{self.scheme}://localhost:{self.port}{path}"
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            first = await reader.readexactly(1)
-            if first == b"\x16":  # a TLS ClientHello sent to the plain-HTTP server
-                return
-            head = first + await reader.readuntil(b"\r\n\r\n")
-            request_line, *lines = head.decode("latin-1").split("\r\n")
-            headers = {}
-            for line in filter(None, lines):
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            request = SeenRequest(path=request_line.split(" ")[1], headers=headers)
-            self.requests.append(request)
-            route = self.routes.get(request.path, respond(404, b"not found", "text/plain"))
-            await route(request, writer)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
-            pass
-        finally:
-            self._tasks.discard(task)
-            writer.close()
-            with suppress(ConnectionError, ssl.SSLError):
-                await writer.wait_closed()
-
-
-def _head(status: int, headers: dict[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} X", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
-    return "\r\n".join(lines).encode("latin-1")
-
-
-def respond(
-    status: int,
-    body: bytes = b"",
-    content_type: str = "application/did+json",
-    **extra: str,
-) -> Route:
-    """A route answering with a fixed response (extra headers: underscores become hyphens)."""
-    headers = {"Content-Type": content_type, "Content-Length": str(len(body))}
-    headers |= {k.replace("_", "-"): v for k, v in extra.items()}
-    headers["Connection"] = "close"
-
-    async def route(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(status, headers) + body)
-
-    return route
-
-
-def respond_json(value: Any, **extra: str) -> Route:
-    return respond(200, json.dumps(value).encode(), **extra)
-
-
-def respond_chunked(chunks: list[bytes]) -> Route:
-    headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
-
-    async def route(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(200, headers))
-        for chunk in chunks:
-            writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-
-    return route
-
-
-def redirect(location: str, status: int = 302) -> Route:
-    return respond(status, content_type="text/plain", Location=location)
 
 
 def did_document(did: str) -> dict[str, Any]:
@@ -143,12 +38,6 @@ def did_document(did: str) -> dict[str, Any]:
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(trust_env=False) as client:
         yield client
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[LoopbackServer]:
-    async with LoopbackServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -278,7 +167,7 @@ async def test_truncated_response_is_a_resolution_error(
     dev: DIDResolver, server: LoopbackServer
 ) -> None:
     async def truncated(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(200, {"Content-Type": "application/json", "Content-Length": "500"}))
+        writer.write(raw_head(200, {"Content-Type": "application/json", "Content-Length": "500"}))
         writer.write(b"{")
 
     server.routes[WELL_KNOWN] = truncated
@@ -433,52 +322,6 @@ def test_is_public_address(address: str, public: bool) -> None:
 
 
 # --- TLS: SNI and certificate verification for pinned requests -------------------------------
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate valid for DNS name ``localhost`` only (no IP SAN)."""
-    key = Ed25519PrivateKey.generate()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, None)
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
-@pytest.fixture
-async def tls_server(certificate: tuple[Path, Path]) -> AsyncIterator[LoopbackServer]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(*certificate)
-    async with LoopbackServer(context) as server:
-        yield server
-
-
-@pytest.fixture
-async def tls_client(certificate: tuple[Path, Path]) -> AsyncIterator[httpx.AsyncClient]:
-    """A client that trusts only the self-signed ``localhost`` certificate."""
-    trust = ssl.create_default_context(cafile=str(certificate[0]))
-    async with httpx.AsyncClient(verify=trust, trust_env=False) as client:
-        yield client
 
 
 async def test_pinned_https_verifies_the_certificate_for_the_host_name(
