@@ -21,8 +21,9 @@ from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
-from gateway.routes import auth, conversations, events, federation, identity
+from gateway.routes import auth, conversations, events, federation, identity, memory
 from gateway.services.accounts import Accounts
+from gateway.services.context import build_context_services
 from gateway.services.identity import load_identity
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     allow_http=settings.allow_http_dids,
                 ),
                 hub=EventHub(settings.ws_queue_size),
+                context=build_context_services(pool, http, clock, settings),
             )
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
@@ -108,11 +110,12 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             {"name": "conversations", "description": "Contacts, conversations, messages."},
             {"name": "identity", "description": "did:web DID documents."},
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
+            {"name": "memory", "description": "Agent memories, knowledge, search."},
             {"name": "system", "description": "Health."},
         ],
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events):
+    for module in (auth, conversations, identity, federation, events, memory):
         app.include_router(module.router)
     return app
