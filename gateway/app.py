@@ -21,7 +21,15 @@ from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
-from gateway.routes import auth, conversations, events, federation, identity, memory
+from gateway.routes import (
+    auth,
+    conversations,
+    events,
+    federation,
+    identity,
+    memory,
+    project_memory,
+)
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
 from gateway.services.identity import load_identity
@@ -116,6 +124,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events, memory):
+    for module in (auth, conversations, identity, federation, events, memory, project_memory):
         app.include_router(module.router)
     return app

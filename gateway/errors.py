@@ -141,6 +141,10 @@ class ProjectMemoryNotFoundError(NotFoundError):
     code, title = "project_memory_not_found", "No project memory for this project and peer"
 
 
+class ContactNotFoundError(NotFoundError):
+    code, title = "contact_not_found", "That DID is not one of your contacts"
+
+
 class VersionConflictError(ConflictError):
     """A write named a version that is no longer current (``If-Match`` on a stale version)."""
 

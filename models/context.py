@@ -188,3 +188,42 @@ class McpAuditRow(ConferModel):
     target_table: str | None = None
     success: bool
     error_message: str | None = None
+
+
+class ProjectMemoryWrite(ConferModel):
+    """``PUT /v1/project-memory/{project_id}/peers/{peer_did}``: the whole new document.
+
+    Send the version you read in ``If-Match`` (or as ``base_version``); omit both only to create.
+    """
+
+    facts_md: Annotated[str, StringConstraints(max_length=1_000_000)] | None = None
+    decisions_md: Annotated[str, StringConstraints(max_length=1_000_000)] | None = None
+    meta: JsonValue = None
+    base_version: Annotated[int, Field(ge=1)] | None = None
+
+
+class ProjectMemoryPublic(ConferModel):
+    """A project-memory document (table ``project_memory``) as the API shows it.
+
+    ``version`` is also sent as the ``ETag`` header (``"<version>"``).
+    """
+
+    project_id: str
+    peer_did: str
+    facts_md: str | None = None
+    decisions_md: str | None = None
+    meta: JsonValue = None
+    version: int
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class ProjectMemoryVersionPublic(ConferModel):
+    """One stored version of a project-memory document (table ``project_memory_versions``)."""
+
+    version: int
+    facts_md: str | None = None
+    decisions_md: str | None = None
+    meta: JsonValue = None
+    written_via: str | None = None
+    created_at: Timestamp
