@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from did.resolver import DIDResolver
 from gateway import migrations
+from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
@@ -22,6 +23,7 @@ from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
 from gateway.routes import (
+    agent_context,
     auth,
     conversations,
     events,
@@ -80,6 +82,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allow_http=settings.allow_http_dids,
                 allow_private_networks=settings.allow_private_networks,
             )
+            hub = EventHub(settings.ws_queue_size)
+            context = build_context_services(pool, http, clock, settings, hub)
             app.state.confer = AppState(
                 settings=settings,
                 clock=clock,
@@ -94,16 +98,21 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
                 ),
-                hub=EventHub(settings.ws_queue_size),
-                context=build_context_services(pool, http, clock, settings),
+                hub=hub,
+                context=context,
             )
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
+            agents = AgentWorker(
+                pool, context.runtime, clock, max_attempts=settings.agent_task_max_attempts
+            )
+            agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             try:
                 yield
             finally:
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                agent_task.cancel()
+                await asyncio.gather(task, agent_task, return_exceptions=True)
         finally:
             await http.aclose()
             await pool.close()
@@ -124,6 +133,15 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events, memory, project_memory):
+    for module in (
+        auth,
+        conversations,
+        identity,
+        federation,
+        events,
+        memory,
+        project_memory,
+        agent_context,
+    ):
         app.include_router(module.router)
     return app

@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     agent_history_tokens: int = 4000
     agent_task_max_attempts: int = 3
     llm_timeout_seconds: float = 60.0
+    llm_providers: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}}.',
+    )
 
     @field_validator("public_url")
     @classmethod

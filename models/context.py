@@ -227,3 +227,45 @@ class ProjectMemoryVersionPublic(ConferModel):
     meta: JsonValue = None
     written_via: str | None = None
     created_at: Timestamp
+
+
+class ContextPart(ConferModel):
+    """One part of an assembled agent context (seed 000's flow, steps 1–7).
+
+    ``tokens`` is the estimate for ``content`` (see ``gateway.agents.tokens``); ``items`` names
+    the rows that went in (memory, knowledge, message ids …); ``dropped`` those left out by
+    the token budget.
+    """
+
+    name: Literal[
+        "system_prompt", "personality", "memories", "knowledge", "ambient", "history", "summary"
+    ]
+    tokens: int
+    content: str
+    items: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list)
+
+
+class ChatTurn(ConferModel):
+    """One turn sent to the model: ``role`` is ``user`` or ``assistant``."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class AssembledContext(ConferModel):
+    """Exactly what the model sees for a conversation: parts in order, then the rendered call.
+
+    ``system`` is the system prompt built from every part but the history; ``turns`` is the
+    history. ``budget_tokens`` is the whole budget, ``total_tokens`` what was used.
+    """
+
+    agent_id: Ulid
+    conversation_id: Ulid
+    provider: str
+    model: str
+    budget_tokens: int
+    total_tokens: int
+    parts: list[ContextPart]
+    system: str
+    turns: list[ChatTurn]

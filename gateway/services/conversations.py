@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from did.web import split_did_url
+from gateway.agents.worker import enqueue_for_message
 from gateway.errors import ConversationNotFoundError, RecipientNotFoundError, ValidationFailedError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
@@ -187,6 +188,9 @@ async def post_message(
             content=data.content,
             in_reply_to=data.in_reply_to,
             via=data.via,
+        )
+        await enqueue_for_message(
+            conn, conversation_id=conversation_id, message_id=message.id, sender_user_id=user.id
         )
         await conv_store.touch_conversation(conn, conversation_id=conversation_id)
         participants = await conv_store.list_participants(conn, conversation_id=conversation_id)

@@ -12,11 +12,12 @@ Endpoints (served by uvicorn on 127.0.0.1, reached over real TCP by the code und
 
 The reply text is ``reply_prefix`` + the last user message, split into word chunks. Every
 request body is recorded in ``requests``. ``fail_with`` makes the next chat calls answer that
-HTTP status (for error paths).
+HTTP status (for error paths); ``hang`` makes them wait until the client goes away.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -52,6 +53,7 @@ class FakeLLM:
         self.reply_prefix = reply_prefix
         self.requests: list[dict[str, Any]] = []
         self.fail_with: int | None = None
+        self.hang = False
 
     def app(self) -> Starlette:
         return Starlette(
@@ -86,6 +88,8 @@ class FakeLLM:
 
     async def chat(self, request: Request) -> Response:
         body = await self._body(request)
+        while self.hang and not await request.is_disconnected():  # noqa: ASYNC110 - polls the client connection
+            await asyncio.sleep(0.05)
         if self.fail_with:
             return JSONResponse({"error": {"message": "quota exceeded"}}, self.fail_with)
         text = self._reply(body["messages"])
