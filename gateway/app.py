@@ -20,6 +20,7 @@ from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
+from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
 from gateway.routes import (
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
     clock = clock or Clock()
+    mcp_server, mcp_app = build_mcp(lambda: app.state.confer, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -108,7 +110,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             try:
-                yield
+                async with mcp_server.session_manager.run():  # mounted apps get no lifespan
+                    yield
             finally:
                 task.cancel()
                 agent_task.cancel()
@@ -144,4 +147,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         agent_context,
     ):
         app.include_router(module.router)
+    app.router.add_route(
+        "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+    )
     return app

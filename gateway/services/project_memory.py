@@ -97,6 +97,8 @@ async def write_in(
         created = True
     else:
         expected = _expected_version(current, if_match, data.base_version)
+        if "meta" not in data.model_fields_set:
+            fields["meta"] = current.meta_json  # a write without meta keeps the stored meta
         updated = await store.update_project_memory(
             conn, id=current.id, expected_version=expected, fields=fields
         )
