@@ -140,24 +140,48 @@ async def assemble(
     (the inspect endpoint passes False: looking must not count as using).
     """
     summary_row = await store.get_summary(conn, conversation_id=conversation_id)
-    summary = (
-        f"Summary of the earlier conversation:\n{summary_row['summary']}" if summary_row else ""
+    summary = _part(
+        "summary",
+        f"Summary of the earlier conversation:\n{summary_row['summary']}" if summary_row else "",
+        [conversation_id] if summary_row else [],
     )
     head = [
         _part("system_prompt", system_prompt(agent, owner)),
         _part("personality", personality(agent)),
     ]
-    left = budget - sum(p.tokens for p in head) - estimate_tokens(summary)
+    left = budget - sum(p.tokens for p in head) - summary.tokens
+    history, turns, kept = await _history(conn, owner, conversation_id, min(history_budget, left))
+    references, memories, knowledge = await _references(
+        conn, agent, owner, now, left - history.tokens
+    )
+    if record_use and memories:
+        await memories_store.mark_used(conn, ids=[m.id for m in memories], now=now)
+    parts = [*head, *references, history, summary]
+    return Assembly(
+        _render(agent, conversation_id, budget, parts, turns), memories, knowledge, kept
+    )
+
+
+async def _history(
+    conn: asyncpg.Connection, owner: User, conversation_id: str, budget: int
+) -> tuple[ContextPart, list[ChatTurn], list[dict[str, Any]]]:
+    """Step 6: the newest non-compacted messages that fit ``budget``."""
     history = await store.list_history(conn, conversation_id=conversation_id)
-    older, kept = split_history(history, owner, min(history_budget, max(left, 0)))
+    older, kept = split_history(history, owner, max(budget, 0))
     turns = [_turn(m, owner) for m in kept]
-    history_part = _part(
+    part = _part(
         "history",
         "\n".join(f"{t.role}: {t.content}" for t in turns),
         [m["id"] for m in kept],
         [m["id"] for m in older],
     )
-    left -= history_part.tokens
+    return part, turns, kept
+
+
+async def _references(
+    conn: asyncpg.Connection, agent: Agent, owner: User, now: datetime, left: int
+) -> tuple[list[ContextPart], list[MemoryRow], list[KnowledgeRow]]:
+    """Steps 3–5: memories, knowledge and ambient context, each while it fits ``left``."""
     memories = await memories_store.list_memories(
         conn, agent_id=agent.id, include_expired=False, now=now, limit=MAX_MEMORIES
     )
@@ -176,19 +200,12 @@ async def assemble(
     )
     left -= knowledge_part.tokens
     ambient = await knowledge_store.get_latest_ambient(conn, user_id=owner.id, now=now)
-    ambient_part = _listed(
-        "ambient", "", [(ambient.id, _ambient_text(ambient))] if ambient else [], left
-    )
-    if record_use and memory_part.items:
-        await memories_store.mark_used(conn, ids=memory_part.items, now=now)
-    summary_part = _part("summary", summary, [conversation_id] if summary_row else [])
-    parts = [*head, memory_part, knowledge_part, ambient_part, history_part, summary_part]
-    context = _render(agent, conversation_id, budget, parts, turns)
-    return Assembly(
-        context,
+    blocks = [(ambient.id, _ambient_text(ambient))] if ambient else []
+    ambient_part = _listed("ambient", "", blocks, left)
+    return (
+        [memory_part, knowledge_part, ambient_part],
         [m for m in memories if m.id in memory_part.items],
         [k for k in knowledge if k.id in knowledge_part.items],
-        kept,
     )
 
 

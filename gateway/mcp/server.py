@@ -9,7 +9,7 @@ permissions have no service to decide them with (the federation work).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,12 +83,20 @@ def build_mcp(get_state: StateGetter, settings: Settings) -> tuple[MCPServer, AS
     return server, BearerGate(app, get_state)
 
 
+Caller = Callable[[Context], Awaitable[tuple[AppState, Any]]]
+
+
 def _register(server: MCPServer, get_state: StateGetter) -> None:
     async def caller(ctx: Context) -> tuple[AppState, Any]:
         state = get_state()
         auth = await state.accounts.authenticate(_token(_headers(ctx).get("authorization")))
         return state, auth.user
 
+    _register_reads(server, caller)
+    _register_writes(server, caller)
+
+
+def _register_reads(server: MCPServer, caller: Caller) -> None:
     @server.tool()
     async def confer_list_conversations(ctx: Context, limit: int = 20) -> dict[str, Any]:
         """List your conversations, most recently active first (read-only)."""
@@ -171,6 +179,8 @@ def _register(server: MCPServer, get_state: StateGetter) -> None:
             limit=limit,
         )
 
+
+def _register_writes(server: MCPServer, caller: Caller) -> None:
     @server.tool()
     async def confer_send_message(
         ctx: Context,
