@@ -15,14 +15,26 @@ from fastapi import FastAPI
 
 from did.resolver import DIDResolver
 from gateway import migrations
+from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
+from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
-from gateway.routes import auth, conversations, events, federation, identity
+from gateway.routes import (
+    agent_context,
+    auth,
+    conversations,
+    events,
+    federation,
+    identity,
+    memory,
+    project_memory,
+)
 from gateway.services.accounts import Accounts
+from gateway.services.context import build_context_services
 from gateway.services.identity import load_identity
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
@@ -52,6 +64,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
     clock = clock or Clock()
+    mcp_server, mcp_app = build_mcp(lambda: app.state.confer, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,6 +84,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allow_http=settings.allow_http_dids,
                 allow_private_networks=settings.allow_private_networks,
             )
+            hub = EventHub(settings.ws_queue_size)
+            context = build_context_services(pool, http, clock, settings, hub)
             app.state.confer = AppState(
                 settings=settings,
                 clock=clock,
@@ -85,15 +100,22 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
                 ),
-                hub=EventHub(settings.ws_queue_size),
+                hub=hub,
+                context=context,
             )
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
+            agents = AgentWorker(
+                pool, context.runtime, clock, max_attempts=settings.agent_task_max_attempts
+            )
+            agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             try:
-                yield
+                async with mcp_server.session_manager.run():  # mounted apps get no lifespan
+                    yield
             finally:
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                agent_task.cancel()
+                await asyncio.gather(task, agent_task, return_exceptions=True)
         finally:
             await http.aclose()
             await pool.close()
@@ -108,11 +130,24 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             {"name": "conversations", "description": "Contacts, conversations, messages."},
             {"name": "identity", "description": "did:web DID documents."},
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
+            {"name": "memory", "description": "Agent memories, knowledge, search."},
             {"name": "system", "description": "Health."},
         ],
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events):
+    for module in (
+        auth,
+        conversations,
+        identity,
+        federation,
+        events,
+        memory,
+        project_memory,
+        agent_context,
+    ):
         app.include_router(module.router)
+    app.router.add_route(
+        "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+    )
     return app

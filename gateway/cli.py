@@ -7,13 +7,14 @@ import asyncio
 import typer
 import uvicorn
 
-from gateway import migrations
+from gateway import cli_memory, migrations
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
 from gateway.services.identity import load_identity
 from gateway.settings import Settings
 
 app = typer.Typer(help="Confer: a federated messaging gateway for people and their agents.")
+app.add_typer(cli_memory.app, name="memory")
 
 
 @app.command()

@@ -118,6 +118,47 @@ class UnsupportedMediaTypeError(ConferError):
     code, status, title = "unsupported_media_type", 415, "Unsupported media type"
 
 
+# --- the own agent's context: memories, knowledge, project memory (issue 6) ---
+
+
+class AgentNotFoundError(NotFoundError):
+    code, title = "agent_not_found", "No such agent of yours"
+
+
+class MemoryNotFoundError(NotFoundError):
+    code, title = "memory_not_found", "No such memory"
+
+
+class KnowledgeNotFoundError(NotFoundError):
+    code, title = "knowledge_not_found", "No such knowledge entry"
+
+
+class KnowledgeDuplicateError(ConflictError):
+    code, title = "knowledge_duplicate", "The same content is already in your knowledge base"
+
+
+class ProjectMemoryNotFoundError(NotFoundError):
+    code, title = "project_memory_not_found", "No project memory for this project and peer"
+
+
+class ContactNotFoundError(NotFoundError):
+    code, title = "contact_not_found", "That DID is not one of your contacts"
+
+
+class VersionConflictError(ConflictError):
+    """A write named a version that is no longer current (``If-Match`` on a stale version)."""
+
+    code, title = "version_conflict", "The document changed since you read it"
+
+
+class PreconditionFailedError(ConferError):
+    code, status, title = "precondition_failed", 412, "The If-Match version does not match"
+
+
+class PreconditionRequiredError(ConferError):
+    code, status, title = "precondition_required", 428, "Send If-Match with the version you read"
+
+
 def problem(
     status: int, code: str, title: str, detail: str, instance: str, **extra: Any
 ) -> JSONResponse:

@@ -52,6 +52,23 @@ class Settings(BaseSettings):
 
     ws_queue_size: int = 256
 
+    embedding_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL (…/v1) whose /embeddings feeds semantic search;"
+        " unset = full-text search only.",
+    )
+    embedding_model: str = "text-embedding-3-small"
+    embedding_api_key: str | None = None
+    search_similarity_threshold: float = 0.3
+    agent_context_tokens: int = 8000
+    agent_history_tokens: int = 4000
+    agent_task_max_attempts: int = 3
+    llm_timeout_seconds: float = 60.0
+    llm_providers: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}}.',
+    )
+
     @field_validator("public_url")
     @classmethod
     def _public_url_is_a_base(cls, value: str) -> str:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from did.web import split_did_url
+from gateway.agents.worker import enqueue_for_message
 from gateway.errors import ConversationNotFoundError, RecipientNotFoundError, ValidationFailedError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
@@ -168,45 +169,58 @@ async def post_message(
     ValidationFailedError when ``in_reply_to`` is not a message of this conversation.
     """
     async with pool.acquire() as conn, conn.transaction():
-        conversation = await conv_store.get_conversation_for_user(
-            conn, conversation_id=conversation_id, user_id=user.id
-        )
-        if conversation is None:
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
-        if data.in_reply_to and not await messages_store.message_in_conversation(
-            conn, message_id=data.in_reply_to, conversation_id=conversation_id
-        ):
-            raise ValidationFailedError("in_reply_to is not a message of this conversation")
-        message = await messages_store.insert_message(
-            conn,
-            id=new_id(),
-            conversation_id=conversation_id,
-            sender_type="user",
-            sender_id=user.id,
-            sender_did=user.did,
-            content=data.content,
-            in_reply_to=data.in_reply_to,
-            via=data.via,
-        )
-        await conv_store.touch_conversation(conn, conversation_id=conversation_id)
-        participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
-        for p in participants:
-            if p["participant_type"] != "peer_agent":
-                continue
-            await federation_store.insert_outbox(
-                conn,
-                destination=_destination(p["endpoint"]),
-                endpoint=p["endpoint"],
-                sender_did=user.did,
-                peer_id=p["peer_id"],
-                message_id=message.id,
-                payload=send_message_params(
-                    message, sender_name=user.display_name or user.username, recipient_did=p["did"]
-                ),
-            )
-    local_users = [p["user_id"] for p in participants if p["user_id"]]
+        message, local_users = await store_user_message(conn, user, conversation_id, data)
     hub.publish(local_users, MESSAGE_CREATED, message.model_dump(mode="json"))
     return message
+
+
+async def store_user_message(
+    conn: asyncpg.Connection, user: User, conversation_id: str, data: MessageCreate
+) -> tuple[Message, list[str]]:
+    """The body of :func:`post_message`, inside the caller's transaction.
+
+    Returns the message and the local users to push it to once the transaction commits.
+    """
+    conversation = await conv_store.get_conversation_for_user(
+        conn, conversation_id=conversation_id, user_id=user.id
+    )
+    if conversation is None:
+        raise ConversationNotFoundError(f"no conversation {conversation_id}")
+    if data.in_reply_to and not await messages_store.message_in_conversation(
+        conn, message_id=data.in_reply_to, conversation_id=conversation_id
+    ):
+        raise ValidationFailedError("in_reply_to is not a message of this conversation")
+    message = await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=conversation_id,
+        sender_type="user",
+        sender_id=user.id,
+        sender_did=user.did,
+        content=data.content,
+        in_reply_to=data.in_reply_to,
+        via=data.via,
+    )
+    await enqueue_for_message(
+        conn, conversation_id=conversation_id, message_id=message.id, sender_user_id=user.id
+    )
+    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
+    for p in participants:
+        if p["participant_type"] != "peer_agent":
+            continue
+        await federation_store.insert_outbox(
+            conn,
+            destination=_destination(p["endpoint"]),
+            endpoint=p["endpoint"],
+            sender_did=user.did,
+            peer_id=p["peer_id"],
+            message_id=message.id,
+            payload=send_message_params(
+                message, sender_name=user.display_name or user.username, recipient_did=p["did"]
+            ),
+        )
+    return message, [p["user_id"] for p in participants if p["user_id"]]
 
 
 def _destination(endpoint: str) -> str:

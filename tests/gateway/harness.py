@@ -70,7 +70,8 @@ class User:
         return {"Authorization": f"Bearer {self.token}"}
 
     async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return await self.instance.client.request(method, path, headers=self.headers, **kwargs)
+        headers = {**self.headers, **(kwargs.pop("headers", None) or {})}
+        return await self.instance.client.request(method, path, headers=headers, **kwargs)
 
     async def direct_with(self, did: str) -> dict[str, Any]:
         response = await self.request("POST", "/v1/conversations", json={"participant_did": did})

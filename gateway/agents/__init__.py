@@ -1,0 +1,1 @@
+"""The own-agent runtime: context assembly, LLM providers, compaction, task worker (seed 000)."""

@@ -1,0 +1,78 @@
+"""Audited writes for MCP tools: the write and its audit row commit together (seed 004).
+
+A write that fails leaves no data but does leave an audit row with ``success = false`` and the
+error, written in a transaction of its own after the failed one rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+from pydantic import ValidationError
+
+from gateway.errors import ConferError
+from gateway.store.mcp_audit import insert_mcp_audit
+
+log = logging.getLogger(__name__)
+
+WriteAction = Callable[[asyncpg.Connection], Awaitable[tuple[dict[str, Any], str | None]]]
+
+
+def _describe(exc: Exception) -> tuple[str, str]:
+    if isinstance(exc, ConferError):
+        return getattr(exc, "wire_code", None) or exc.code, exc.detail
+    if isinstance(exc, ValidationError):
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "input" for e in exc.errors())
+        return "validation_failed", f"invalid fields: {fields}"
+    return "internal_error", "unexpected error"
+
+
+async def audited_write(
+    pool: asyncpg.Pool,
+    *,
+    user_id: str,
+    agent: str,
+    tool_name: str,
+    payload: dict[str, Any],
+    target_table: str,
+    action: WriteAction,
+) -> dict[str, Any]:
+    """Run ``action(conn)`` and the audit insert in one transaction.
+
+    ``action`` returns ``(result fields, target id)``. Returns ``{"ok": True, …result,
+    "audit_id"}`` or, on failure, ``{"ok": False, "code", "error", "audit_id"}``.
+    """
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            result, target_id = await action(conn)
+            audit_id = await insert_mcp_audit(
+                conn,
+                user_id=user_id,
+                agent=agent,
+                tool_name=tool_name,
+                payload=payload,
+                target_id=target_id,
+                target_table=target_table,
+                success=True,
+            )
+    except Exception as exc:
+        code, detail = _describe(exc)
+        if code == "internal_error":
+            log.exception("MCP tool %s failed", tool_name)
+        async with pool.acquire() as conn:
+            audit_id = await insert_mcp_audit(
+                conn,
+                user_id=user_id,
+                agent=agent,
+                tool_name=tool_name,
+                payload=payload,
+                target_id=None,
+                target_table=target_table,
+                success=False,
+                error_message=f"{code}: {detail}",
+            )
+        return {"ok": False, "code": code, "error": detail, "audit_id": audit_id}
+    return {"ok": True, **result, "audit_id": audit_id}

@@ -1,0 +1,243 @@
+"""The MCP server at ``/mcp`` (streamable HTTP, official ``mcp`` SDK 2.x ``MCPServer``).
+
+Every request must carry ``Authorization: Bearer <access token>`` of a Confer user; the gate
+answers 401 problem+json otherwise, and each tool authenticates the same header again, so a
+tool only ever acts for the token's user. Read tools never modify state; write tools go
+through :func:`gateway.mcp.audit.audited_write`. ``decide_permission`` is not offered yet:
+permissions have no service to decide them with (the federation work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.errors import AuthenticationError, ConferError, problem
+from gateway.mcp import tools
+from gateway.settings import Settings
+from gateway.state import AppState
+
+StateGetter = Callable[[], AppState]
+
+
+def _headers(ctx: Context) -> dict[str, str]:
+    request = ctx.request_context.request
+    if request is not None and hasattr(request, "headers"):
+        return {k.lower(): v for k, v in request.headers.items()}
+    transport = getattr(ctx, "transport", None)
+    return {k.lower(): v for k, v in (getattr(transport, "headers", None) or {}).items()}
+
+
+def _token(authorization: str | None) -> str:
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationError("send Authorization: Bearer <access token>")
+    return token.strip()
+
+
+class BearerGate:
+    """ASGI wrapper: refuse MCP requests without a valid Confer access token (401)."""
+
+    def __init__(self, app: ASGIApp, get_state: StateGetter) -> None:
+        self._app = app
+        self._get_state = get_state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            try:
+                await self._get_state().accounts.authenticate(_token(headers.get("authorization")))
+            except ConferError as exc:
+                response = problem(exc.status, exc.code, exc.title, exc.detail, scope["path"])
+                response.headers["WWW-Authenticate"] = "Bearer"
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def build_mcp(get_state: StateGetter, settings: Settings) -> tuple[MCPServer, ASGIApp]:
+    """The MCP server and its gated ASGI app (serve it at ``/mcp``; run its session manager
+    in the host's lifespan)."""
+    server = MCPServer(
+        "confer",
+        title="Confer",
+        instructions="Conversations, memory and project memory of one Confer user.",
+        version="0.1.0",
+    )
+    _register(server, get_state)
+    host = urlsplit(settings.public_url)
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[host.netloc, f"{host.hostname}:*", "127.0.0.1:*", "localhost:*"],
+            allowed_origins=[settings.public_url],
+        ),
+    )
+    return server, BearerGate(app, get_state)
+
+
+Caller = Callable[[Context], Awaitable[tuple[AppState, Any]]]
+
+
+def _register(server: MCPServer, get_state: StateGetter) -> None:
+    async def caller(ctx: Context) -> tuple[AppState, Any]:
+        state = get_state()
+        auth = await state.accounts.authenticate(_token(_headers(ctx).get("authorization")))
+        return state, auth.user
+
+    _register_reads(server, caller)
+    _register_writes(server, caller)
+
+
+def _register_reads(server: MCPServer, caller: Caller) -> None:
+    @server.tool()
+    async def confer_list_conversations(ctx: Context, limit: int = 20) -> dict[str, Any]:
+        """List your conversations, most recently active first (read-only)."""
+        return await tools.list_conversations(*await caller(ctx), limit=limit)
+
+    @server.tool()
+    async def confer_read_messages(
+        ctx: Context, conversation_id: str, limit: int = 50, before: str | None = None
+    ) -> dict[str, Any]:
+        """Read a conversation's messages, newest first; page with ``before`` (read-only)."""
+        return await tools.read_messages(
+            *await caller(ctx), conversation_id=conversation_id, limit=limit, before=before
+        )
+
+    @server.tool()
+    async def confer_search_memory(
+        ctx: Context,
+        query: str,
+        project: str | None = None,
+        domain: str | None = None,
+        method: str = "auto",
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """Search your agent's memories, knowledge and messages. Semantic (pgvector, similarity
+        >= 0.3) when available, full-text always; each hit names its method (read-only)."""
+        return await tools.search_memory(
+            *await caller(ctx),
+            query=query,
+            project=project,
+            domain=domain,
+            method=method,
+            limit=limit,
+        )
+
+    @server.tool()
+    async def confer_get_session_context(
+        ctx: Context,
+        topic: str,
+        queries: list[str],
+        project: str | None = None,
+        domain: str | None = None,
+        token_budget: int = 4000,
+        limit_per_query: int = 5,
+    ) -> dict[str, Any]:
+        """Context to open a work session: project memory, the memories and knowledge that
+        best match 1-5 queries, and recent threads, under a token budget (read-only)."""
+        return await tools.get_session_context(
+            *await caller(ctx),
+            topic=topic,
+            queries=queries,
+            project=project,
+            domain=domain,
+            token_budget=token_budget,
+            limit_per_query=limit_per_query,
+        )
+
+    @server.tool()
+    async def confer_list_pending_permissions(ctx: Context, limit: int = 50) -> dict[str, Any]:
+        """Permission requests waiting for your decision (read-only)."""
+        return await tools.list_pending_permissions(*await caller(ctx), limit=limit)
+
+    @server.tool()
+    async def confer_get_audit_log(
+        ctx: Context,
+        agent: str | None = None,
+        tool_name: str | None = None,
+        target_id: str | None = None,
+        success: bool | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> dict[str, Any]:
+        """Your MCP write-tool audit log, newest first, filtered (read-only; max 200)."""
+        return await tools.get_audit_log(
+            *await caller(ctx),
+            agent=agent,
+            tool_name=tool_name,
+            target_id=target_id,
+            success=success,
+            since=since,
+            limit=limit,
+        )
+
+
+def _register_writes(server: MCPServer, caller: Caller) -> None:
+    @server.tool()
+    async def confer_send_message(
+        ctx: Context,
+        conversation_id: str,
+        content: str,
+        in_reply_to: str | None = None,
+        agent: str = "claude-code",
+    ) -> dict[str, Any]:
+        """Send a message as you (``via: claude-code``) to one of your conversations (audited)."""
+        return await tools.send_message(
+            *await caller(ctx),
+            conversation_id=conversation_id,
+            content=content,
+            in_reply_to=in_reply_to,
+            agent=agent,
+        )
+
+    @server.tool()
+    async def confer_record_memory(
+        ctx: Context,
+        type: str,
+        content: str,
+        importance: int = 5,
+        project: str | None = None,
+        domain: str | None = None,
+        agent: str = "unknown",
+    ) -> dict[str, Any]:
+        """Record a long-term memory of your agent: type preference | fact | decision |
+        learning | procedure, importance 1-10 (audited)."""
+        return await tools.record_memory(
+            *await caller(ctx),
+            type=type,
+            content=content,
+            importance=importance,
+            project=project,
+            domain=domain,
+            agent=agent,
+        )
+
+    @server.tool()
+    async def confer_update_project_memory(
+        ctx: Context,
+        project_id: str,
+        peer_did: str,
+        base_version: int | None = None,
+        facts_md: str | None = None,
+        decisions_md: str | None = None,
+        agent: str = "unknown",
+    ) -> dict[str, Any]:
+        """Replace the project memory shared with a peer; ``base_version`` must be the version
+        you read (omit only to create). A stale version fails with version_conflict (audited)."""
+        return await tools.update_project_memory(
+            *await caller(ctx),
+            project_id=project_id,
+            peer_did=peer_did,
+            base_version=base_version,
+            facts_md=facts_md,
+            decisions_md=decisions_md,
+            agent=agent,
+        )

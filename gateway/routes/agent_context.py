@@ -1,0 +1,29 @@
+"""Inspect what your own agent would see in a conversation (seed 000's context flow)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from gateway.deps import Current, State
+from gateway.errors import ValidationFailedError
+from gateway.ids import is_ulid
+from models.context import AssembledContext
+
+router = APIRouter(tags=["memory"])
+
+
+@router.get(
+    "/v1/conversations/{conversation_id}/agent-context",
+    summary="Inspect your agent's context",
+    responses={
+        401: {"description": "Not authenticated (problem+json)"},
+        404: {"description": "No conversation of yours with your agent (problem+json)"},
+    },
+)
+async def agent_context(conversation_id: str, current: Current, state: State) -> AssembledContext:
+    """The parts (system prompt, personality, memories, knowledge, ambient context, history,
+    summary) with their token estimates, and the exact system text and turns the model gets.
+    Looking does not count as using: memory use counts do not change."""
+    if not is_ulid(conversation_id):
+        raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
+    return await state.context.runtime.inspect(current.user, conversation_id)

@@ -1,0 +1,154 @@
+"""``agent_tasks`` rows: the durable ``agent.{agent_id}.tasks`` queue (migration 0006).
+
+At most one task per conversation is ``queued`` and at most one ``running`` (partial unique
+indexes). Enqueuing while a task waits re-points the waiting task at the newer message.
+``NOTIFY confer_agent_tasks`` wakes workers when the enqueuing transaction commits.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from gateway.ids import new_id
+
+CHANNEL = "confer_agent_tasks"
+
+
+async def enqueue(
+    conn: asyncpg.Connection, *, agent_id: str, conversation_id: str, trigger_message_id: str
+) -> str:
+    """Queue a task (or re-point the waiting one); returns its id. Notifies on commit."""
+    task_id = await conn.fetchval(
+        """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id)
+           VALUES ($1, $2, $3, $4)
+           ON CONFLICT (conversation_id) WHERE status = 'queued'
+           DO UPDATE SET trigger_message_id = EXCLUDED.trigger_message_id
+           RETURNING id""",
+        new_id(),
+        agent_id,
+        conversation_id,
+        trigger_message_id,
+    )
+    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, conversation_id)
+    return str(task_id)
+
+
+async def claim(conn: asyncpg.Connection, *, now: datetime) -> dict[str, Any] | None:
+    """Mark the oldest queued task whose conversation has none running as running; or None."""
+    try:
+        record = await conn.fetchrow(
+            """UPDATE agent_tasks SET status = 'running', attempts = attempts + 1, started_at = $1
+               WHERE id = (
+                 SELECT t.id FROM agent_tasks t
+                 WHERE t.status = 'queued' AND NOT EXISTS (
+                   SELECT 1 FROM agent_tasks r
+                   WHERE r.conversation_id = t.conversation_id AND r.status = 'running')
+                 ORDER BY t.id FOR UPDATE SKIP LOCKED LIMIT 1)
+               RETURNING *""",
+            now,
+        )
+    except asyncpg.UniqueViolationError:
+        return None  # another worker started this conversation's task first
+    return dict(record) if record else None
+
+
+async def finish(
+    conn: asyncpg.Connection,
+    *,
+    id: str,
+    status: str,
+    now: datetime,
+    reply_message_id: str | None = None,
+    error: str | None = None,
+) -> None:
+    """End a running task as ``done`` or ``failed``."""
+    await conn.execute(
+        """UPDATE agent_tasks SET status = $2, finished_at = $3, reply_message_id = $4, error = $5
+           WHERE id = $1""",
+        id,
+        status,
+        now,
+        reply_message_id,
+        error,
+    )
+
+
+async def recover(conn: asyncpg.Connection, *, max_attempts: int, now: datetime) -> int:
+    """After a restart: retry tasks left ``running`` or fail them; returns how many were found.
+
+    A task superseded by a newer queued task of its conversation, or out of attempts, fails;
+    the others are queued again.
+    """
+    failed = await conn.execute(
+        """UPDATE agent_tasks t SET status = 'failed', finished_at = $2,
+                  error = CASE WHEN t.attempts >= $1 THEN 'interrupted; out of attempts'
+                               ELSE 'interrupted; superseded by a newer task' END
+           WHERE t.status = 'running' AND (t.attempts >= $1 OR EXISTS (
+             SELECT 1 FROM agent_tasks q
+             WHERE q.conversation_id = t.conversation_id AND q.status = 'queued'))""",
+        max_attempts,
+        now,
+    )
+    queued = await conn.execute("UPDATE agent_tasks SET status = 'queued' WHERE status = 'running'")
+    return int(failed.split()[-1]) + int(queued.split()[-1])
+
+
+async def get_task(conn: asyncpg.Connection, *, id: str) -> dict[str, Any] | None:
+    """One task row, or None."""
+    record = await conn.fetchrow("SELECT * FROM agent_tasks WHERE id = $1", id)
+    return dict(record) if record else None
+
+
+async def insert_agent_message(
+    conn: asyncpg.Connection,
+    *,
+    id: str,
+    conversation_id: str,
+    sender_type: str,
+    sender_id: str,
+    sender_did: str | None,
+    content_type: str,
+    content: str,
+    content_json: Any,
+    citations: Any,
+    in_reply_to: str | None,
+    via: str | None,
+) -> None:
+    """Insert the agent's reply (or a system notice) with its citations."""
+    await conn.execute(
+        """INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
+                                 content_type, content, content_json, citations_json,
+                                 in_reply_to, thread_root, via)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                   (SELECT COALESCE(m.thread_root, m.id) FROM messages m WHERE m.id = $10), $11)""",
+        id,
+        conversation_id,
+        sender_type,
+        sender_id,
+        sender_did,
+        content_type,
+        content,
+        content_json,
+        citations,
+        in_reply_to,
+        via,
+    )
+
+
+async def get_addressed_agent(
+    conn: asyncpg.Connection, *, conversation_id: str, sender_user_id: str
+) -> str | None:
+    """The sender's own agent when the conversation is ``direct_user_agent`` with it, else None."""
+    value = await conn.fetchval(
+        """SELECT a.id FROM conversations c
+           JOIN conversation_participants p
+             ON p.conversation_id = c.id AND p.participant_type = 'own_agent'
+           JOIN agents a ON a.id = p.agent_id AND a.user_id = $2
+           WHERE c.id = $1 AND c.type = 'direct_user_agent' LIMIT 1""",
+        conversation_id,
+        sender_user_id,
+    )
+    return str(value) if value else None
