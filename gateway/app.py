@@ -35,7 +35,7 @@ from gateway.routes import (
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
-from gateway.services.identity import load_identity
+from gateway.services.identity import check_public_url, load_identity
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -79,6 +79,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 public_url=settings.public_url,
                 signature_window=settings.signature_window_seconds,
             )
+            await check_public_url(pool, identity)
             resolver = DIDResolver(
                 http,
                 allow_http=settings.allow_http_dids,

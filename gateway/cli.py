@@ -23,11 +23,12 @@ def serve(
     port: int | None = typer.Option(None, help="Port (default CONFER_PORT)."),
 ) -> None:
     """Run the gateway (embedded PostgreSQL unless CONFER_DATABASE_URL is set)."""
-    settings = Settings()
+    overrides = {"host": host, "port": port}
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     uvicorn.run(
         create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
+        host=settings.host,
+        port=settings.port,
         log_level="info",
         ws_max_size=settings.max_body_bytes,
     )
@@ -75,7 +76,11 @@ def demo(
         result = await run_demo(ports=(port_a, port_b), database_urls=urls, say=typer.echo)
         typer.echo(f"done in {result.seconds:.2f} s: A → B and B → A, signed and verified")
 
-    asyncio.run(go())
+    try:
+        asyncio.run(go())
+    except RuntimeError as exc:
+        typer.echo(f"demo failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 def main() -> None:

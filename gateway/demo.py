@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -39,21 +40,33 @@ class DemoResult:
     seconds: float = 0.0
 
 
-async def ensure_database(admin_url: str, name: str) -> str:
-    """Create database ``name`` on the server of ``admin_url`` if needed; return its URL."""
+async def fresh_database(admin_url: str, name: str) -> str:
+    """Drop and create database ``name`` on the server of ``admin_url``; return its URL.
+
+    Each demo run starts clean: its DIDs depend on the ports it is given.
+    """
     conn = await asyncpg.connect(admin_url)
     try:
-        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
-        if not exists:
-            await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
     return with_database(admin_url, name)
 
 
+def check_port_free(port: int) -> None:
+    """Raise RuntimeError when something already listens on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise RuntimeError(f"port {port} is in use; choose others (--port-a/--port-b)") from exc
+
+
 @contextlib.asynccontextmanager
 async def confer_process(port: int, database_url: str, say: Say) -> AsyncIterator[str]:
     """Run ``python -m gateway serve`` on 127.0.0.1:``port``; yield its base URL."""
+    check_port_free(port)
     base_url = f"http://localhost:{port}"
     env = {
         **os.environ,
@@ -184,6 +197,6 @@ async def default_databases(admin_url: str | None, data_dir: Any) -> tuple[str, 
     """Two demo databases on ``admin_url`` or on the embedded server under ``data_dir``."""
     admin = admin_url or embedded_postgres_url(data_dir / "pg")
     return (
-        await ensure_database(admin, "confer_demo_a"),
-        await ensure_database(admin, "confer_demo_b"),
+        await fresh_database(admin, "confer_demo_a"),
+        await fresh_database(admin, "confer_demo_b"),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -251,6 +252,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return response
 
 
+async def _untranslatable_text(request: Request, exc: Exception) -> JSONResponse:
+    """PostgreSQL text cannot hold U+0000: the transaction rolled back; the input is invalid."""
+    return problem(
+        422,
+        "invalid_text",
+        "The request contains text that cannot be stored",
+        "text must not contain the NUL character (U+0000)",
+        request.url.path,
+    )
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, "internal_error", "Internal error", "unexpected error", request.url.path)
@@ -263,4 +275,9 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DIDError, _did_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    for text_error in (
+        asyncpg.exceptions.CharacterNotInRepertoireError,
+        asyncpg.exceptions.UntranslatableCharacterError,
+    ):
+        app.add_exception_handler(text_error, _untranslatable_text)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from did.web import did_from_base_url
@@ -20,16 +20,19 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CONFER_", extra="ignore")
 
-    public_url: str = "http://localhost:8000"
+    public_url: str = Field(
+        default="",
+        description="Base URL peers reach; unset = http://localhost:<port> (development).",
+    )
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=1, le=65535)
     database_url: str | None = Field(
         default=None, description="PostgreSQL URL; unset = embedded PostgreSQL under data_dir."
     )
     data_dir: Path = Path(".data")
     migrate_on_start: bool = True
-    db_pool_min: int = 1
-    db_pool_max: int = 10
+    db_pool_min: int = Field(default=1, gt=0)
+    db_pool_max: int = Field(default=10, gt=0)
 
     allow_http_dids: bool = Field(
         default=False, description="Resolve did:web over plain http:// (local development only)."
@@ -38,19 +41,19 @@ class Settings(BaseSettings):
         default=False, description="Let the DID resolver reach loopback/private addresses."
     )
 
-    access_token_ttl_seconds: int = 900
-    session_ttl_seconds: int = 30 * 24 * 3600
-    max_body_bytes: int = 1024 * 1024
-    max_message_chars: int = 32_000
+    access_token_ttl_seconds: int = Field(default=900, gt=0)
+    session_ttl_seconds: int = Field(default=30 * 24 * 3600, gt=0)
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    max_message_chars: int = Field(default=32_000, gt=0)
 
-    signature_window_seconds: int = 60
-    signature_max_age_seconds: int = 300
-    signature_clock_skew_seconds: int = 5
-    peer_cache_ttl_seconds: int = 60
-    outbound_timeout_seconds: float = 10.0
-    delivery_max_attempts: int = 16
+    signature_window_seconds: int = Field(default=60, gt=0)
+    signature_max_age_seconds: int = Field(default=300, gt=0)
+    signature_clock_skew_seconds: int = Field(default=5, ge=0)
+    peer_cache_ttl_seconds: int = Field(default=60, gt=0)
+    outbound_timeout_seconds: float = Field(default=10.0, gt=0)
+    delivery_max_attempts: int = Field(default=16, gt=0)
 
-    ws_queue_size: int = 256
+    ws_queue_size: int = Field(default=256, gt=0)
 
     embedding_base_url: str | None = Field(
         default=None,
@@ -69,9 +72,17 @@ class Settings(BaseSettings):
         description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}}.',
     )
 
+    @model_validator(mode="after")
+    def _default_public_url(self) -> Settings:
+        if not self.public_url:
+            self.public_url = f"http://localhost:{self.port}"
+        return self
+
     @field_validator("public_url")
     @classmethod
     def _public_url_is_a_base(cls, value: str) -> str:
+        if not value:
+            return value
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("public_url must be an absolute http(s) URL")

@@ -135,3 +135,26 @@ async def load_identity(
         token_key=_key(active_token),
         signature_window=signature_window,
     )
+
+
+class PublicURLChangedError(RuntimeError):
+    """The data was created under another public URL: every stored DID would be wrong."""
+
+
+async def check_public_url(pool: asyncpg.Pool, identity: Identity) -> None:
+    """Refuse to start when stored users have DIDs under another instance DID.
+
+    A did:web DID is derived from the public URL (did:web §3.1); changing the URL silently
+    would leave every user with a DID this instance can no longer serve. Raises
+    PublicURLChangedError naming both DIDs.
+    """
+    async with pool.acquire() as conn:
+        other = await conn.fetchval(
+            "SELECT did FROM users WHERE did NOT LIKE $1 || ':%' LIMIT 1", identity.did
+        )
+    if other is not None:
+        raise PublicURLChangedError(
+            f"CONFER_PUBLIC_URL gives the instance DID {identity.did}, but this database holds "
+            f"users under another DID (for example {other}). Use the original public URL, or "
+            "another database (CONFER_DATABASE_URL / CONFER_DATA_DIR)."
+        )

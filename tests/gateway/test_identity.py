@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from did.document import parse_did_document
 from did.web import did_document_path
+from gateway.services.identity import PublicURLChangedError, check_public_url, load_identity
 from tests.gateway.harness import run_instance
 
 
@@ -37,3 +40,42 @@ async def test_keys_survive_a_restart(database_url: str) -> None:
     async with run_instance(database_url) as second:
         after = second.state.identity.signing_key.public_key.public_bytes_raw()
     assert before == after
+
+
+async def test_a_changed_public_url_is_refused_at_start(database_url: str) -> None:
+    async with run_instance(database_url) as first:
+        await first.register("alice")
+        await check_public_url(first.state.pool, first.state.identity)  # same URL: fine
+        moved = await load_identity(first.state.pool, public_url="https://moved.example")
+        with pytest.raises(PublicURLChangedError, match="users under another DID"):
+            await check_public_url(first.state.pool, moved)
+
+
+async def test_nul_characters_are_422_never_500(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        conversation = await alice.direct_with(bob.did)
+        cases = [
+            (
+                "POST",
+                "/v1/auth/register",
+                {"username": "carol", "password": "long enough", "display_name": "a\x00b"},
+            ),
+            ("POST", "/v1/auth/login", {"username": "a\x00", "password": "whatever1"}),
+            ("POST", f"/v1/conversations/{conversation['id']}/messages", {"content": "a\x00b"}),
+        ]
+        for method, path, body in cases:
+            response = await alice.request(method, path, json=body)
+            assert response.status_code in (401, 422), (path, response.text)
+        for path in ("/users/%00/did.json", "/agents/a%00b/did.json"):
+            assert (await instance.client.get(path)).status_code in (404, 422)
+        response = await instance.client.post("/users/%00/a2a", content=b"{}")
+        assert response.status_code == 401
+        async with instance.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM messages") == 0
+            assert await conn.fetchval("SELECT count(*) FROM users") == 2
+            rejected = await conn.fetchval(
+                "SELECT count(*) FROM audit_log WHERE action = 'federation.inbound.rejected'"
+            )
+        assert rejected == 1
