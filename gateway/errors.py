@@ -223,3 +223,15 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
+
+
+class ApiKeyNotFoundError(NotFoundError):
+    code, title = "api_key_not_found", "No such API key"
+
+
+class ApiKeyInvalidError(AuthenticationError):
+    code, title = "api_key_invalid", "The API key is not valid or was revoked"
+
+
+class ApiKeyScopeError(ForbiddenError):
+    code, title = "api_key_scope", "API keys may call this user's agents and public agents only"

@@ -91,15 +91,16 @@ async def verify_signed_request(request: Request, state: State) -> VerifiedPeer:
         if not fresh:
             raise FederationAuthError("signature_replayed", "this nonce was already used")
     except (A2AError, DIDError) as exc:
-        await _reject(state, request, exc.code, exc.detail)
+        await audit_rejection(state, request, exc.code, exc.detail)
         raise FederationAuthError(exc.code, exc.detail) from exc
     except FederationAuthError as exc:
-        await _reject(state, request, exc.wire_code, exc.detail)
+        await audit_rejection(state, request, exc.wire_code, exc.detail)
         raise
     return VerifiedPeer(peer=peer, keyid=parsed.keyid, body=body)
 
 
-async def _reject(state: State, request: Request, code: str, detail: str) -> None:
+async def audit_rejection(state: State, request: Request, code: str, detail: str) -> None:
+    """Leave the ``federation.inbound.rejected`` audit row of a refused request."""
     async with state.pool.acquire() as conn:
         await audit_store.insert_audit(
             conn,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import httpx
@@ -12,6 +12,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
+from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 
 
@@ -27,3 +28,4 @@ class AppState:
     accounts: Accounts
     peers: PeerDirectory
     hub: EventHub
+    task_events: TaskEvents = field(default_factory=TaskEvents)
