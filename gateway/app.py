@@ -21,7 +21,16 @@ from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
-from gateway.routes import api_keys, auth, cards, conversations, events, federation, identity
+from gateway.routes import (
+    api_keys,
+    auth,
+    cards,
+    contacts,
+    conversations,
+    events,
+    federation,
+    identity,
+)
 from gateway.services.accounts import Accounts
 from gateway.services.identity import load_identity
 from gateway.services.peers import PeerDirectory
@@ -113,6 +122,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events, api_keys, cards):
+    for module in (auth, conversations, identity, federation, events, api_keys, cards, contacts):
         app.include_router(module.router)
     return app

@@ -235,3 +235,11 @@ class ApiKeyInvalidError(AuthenticationError):
 
 class ApiKeyScopeError(ForbiddenError):
     code, title = "api_key_scope", "API keys may call this user's agents and public agents only"
+
+
+class ContactNotFoundError(NotFoundError):
+    code, title = "contact_not_found", "No such contact"
+
+
+class PeerBlockedError(ForbiddenError):
+    code, title = "peer_blocked", "The recipient does not accept requests from this peer"

@@ -31,8 +31,8 @@ from a2a.protocol import (
 )
 from gateway.a2a_callers import Caller
 from gateway.deps import State
-from gateway.errors import UnsupportedMediaTypeError
-from gateway.federation_auth import client_ip
+from gateway.errors import ApiKeyScopeError, PeerBlockedError, UnsupportedMediaTypeError
+from gateway.federation_auth import audit_rejection, client_ip
 from gateway.services import a2a_rpc
 from gateway.services import federation as service
 from gateway.services.tasks import Recipient
@@ -57,6 +57,16 @@ async def _sse(rpc_id: Any, events: AsyncIterator[dict[str, Any]]) -> AsyncItera
         yield f"data: {json.dumps(error_envelope(rpc_id, exc))}\n\n".encode()
 
 
+async def _admit(state: State, request: Request, caller: Caller, recipient: Recipient) -> None:
+    """The door check; a refusal writes nothing but its audit row."""
+    try:
+        async with state.pool.acquire() as conn:
+            await service.admit(conn, caller, recipient)
+    except (PeerBlockedError, ApiKeyScopeError) as exc:
+        await audit_rejection(state, request, exc.code, exc.detail)
+        raise
+
+
 async def _dispatch(
     state: State, caller: Caller, request: Request, endpoint: tuple[str, str] | None
 ) -> Response:
@@ -71,6 +81,7 @@ async def _dispatch(
     if endpoint is not None:
         async with state.pool.acquire() as conn:
             recipient = await service.resolve_recipient(conn, *endpoint)
+        await _admit(state, request, caller, recipient)
     ctx = a2a_rpc.RpcContext(state, caller, recipient, client_ip(request))
     try:
         version = _version(request)

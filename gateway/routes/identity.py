@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
+from gateway.services.identity import AGENT_FACTS_SERVICE_TYPE
 from gateway.store import users as users_store
 
 router = APIRouter(tags=["identity"])
@@ -49,9 +50,17 @@ async def agent_did_document(agent_id: str, state: State) -> Response:
     if agent is None:
         raise NotFoundError(f"no agent {agent_id!r}")
     identity = state.identity
-    return _document(
-        identity.did_document(agent.did, endpoint=identity.endpoint_for("agents", agent_id))
-    )
+    extra = []
+    if agent.is_public:  # NANDA AgentFacts, cached by peers in peer_agents.agent_facts_json
+        extra.append(
+            {
+                "id": f"{agent.did}#agentfacts",
+                "type": AGENT_FACTS_SERVICE_TYPE,
+                "serviceEndpoint": f"{identity.public_url}/agents/{agent_id}/agent-facts.json",
+            }
+        )
+    endpoint = identity.endpoint_for("agents", agent_id)
+    return _document(identity.did_document(agent.did, endpoint=endpoint, extra_services=extra))
 
 
 @router.get("/healthz", summary="Liveness and database check", tags=["system"])

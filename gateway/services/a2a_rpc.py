@@ -64,7 +64,7 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
                 confer = (params.message.metadata or {}).get("confer") or {}
                 did = confer.get("recipient") if isinstance(confer, dict) else None
                 recipient = await federation.recipient_for_did(conn, ctx.state.identity, did)
-        await federation.check_api_key_scope(conn, ctx.caller, recipient)
+        await federation.admit(conn, ctx.caller, recipient)
     return recipient
 
 

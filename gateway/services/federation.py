@@ -14,8 +14,14 @@ import asyncpg
 
 from a2a.protocol import SendMessageParams, agent_text_message
 from gateway.a2a_callers import A2ACaller
-from gateway.errors import ApiKeyScopeError, FederationAuthError, RecipientNotFoundError
+from gateway.errors import (
+    ApiKeyScopeError,
+    FederationAuthError,
+    PeerBlockedError,
+    RecipientNotFoundError,
+)
 from gateway.ids import new_id
+from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
@@ -55,6 +61,19 @@ async def recipient_for_did(
     if subject is None:
         raise RecipientNotFoundError(f"{did!r} is not a user or agent of this instance")
     return await resolve_recipient(conn, *subject)
+
+
+async def admit(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> None:
+    """The door: may ``caller`` talk to ``r`` at all? Nothing is written when it may not.
+
+    A peer the recipient's owner marked ``blocked`` gets PeerBlockedError (403); an API key
+    outside its scope gets ApiKeyScopeError (403).
+    """
+    if caller.peer is not None:
+        settings = await contact_settings(conn, user_id=r.user_id, peer_id=caller.peer.peer.id)
+        if settings.trust_level == "blocked":
+            raise PeerBlockedError(f"{r.did} does not accept requests from {caller.origin}")
+    await check_api_key_scope(conn, caller, r)
 
 
 async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> None:
@@ -176,10 +195,11 @@ async def _store_message(
             "sender_id": peer.id,
             "sender_did": peer.did,
         }
+        settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
         await peers_store.upsert_contact(
             conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
         )
-        notify = [recipient.user_id]
+        notify = [] if settings.muted else [recipient.user_id]  # muted: stored, not notified
     else:
         assert caller.api_key is not None and recipient.agent_id is not None
         owner = await users_store.get_user(conn, id=caller.api_key.user_id)

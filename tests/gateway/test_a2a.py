@@ -364,3 +364,35 @@ async def test_signed_peer_gets_tasks_too(database_url: str) -> None:
             caller = await conn.fetchval("SELECT caller FROM a2a_tasks")
         assert caller == f"peer:{peer.did}"
         assert isinstance(peer, FakePeer)
+
+
+async def test_peers_cache_the_agent_facts_of_public_agents(make_database) -> None:
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as b,
+    ):
+        alice = await a.register("alice")
+        bob = await b.register("bob")
+        private = await alice.request(
+            "POST", "/v1/contacts", json={"did": bob.profile["agent_did"]}
+        )
+        assert private.status_code == 201, private.text
+        await make_public(b, bob, name="Bob's public helper")
+        carol = await a.register("carol")
+        # carol's contact re-resolves once the cached document is stale.
+        a.state.clock.offset = 120
+        try:
+            public = await carol.request(
+                "POST", "/v1/contacts", json={"did": bob.profile["agent_did"]}
+            )
+        finally:
+            a.state.clock.offset = 0
+        assert public.status_code == 201
+        assert public.json()["name"] == "Bob's public helper"
+        async with a.state.pool.acquire() as conn:
+            facts = await conn.fetchval(
+                "SELECT agent_facts_json FROM peer_agents WHERE did = $1", bob.profile["agent_did"]
+            )
+        assert facts["id"] == bob.profile["agent_did"]
+        assert facts["label"] == "Bob's public helper"
+        assert facts["endpoints"]["static"][0].endswith("/a2a")
