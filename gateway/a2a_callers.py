@@ -3,7 +3,8 @@
 A request carrying ``Signature``/``Signature-Input`` goes through RFC 9421 verification
 (:mod:`gateway.federation_auth`); a request with ``Authorization: Bearer <API key>`` and no
 signature is a stock A2A client acting for the user who issued the key (A2A §7: credentials in
-headers, every request authenticated). Anything else is a 401 ``signature_missing``.
+headers, every request authenticated). Anything else is a 401 ``signature_missing``. A verified
+peer over its budget (per domain, per DID) gets 429 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from gateway.deps import State
-from gateway.errors import ApiKeyInvalidError
+from gateway.errors import ApiKeyInvalidError, RateLimitedError
 from gateway.federation_auth import VerifiedPeer, audit_rejection, verify_signed_request
 from gateway.services import api_keys
 from gateway.store.api_keys import ApiKeyRow
@@ -46,6 +47,12 @@ async def authenticate_caller(request: Request, state: State) -> A2ACaller:
     token = None if signed else _bearer(request)
     if token is None:
         peer = await verify_signed_request(request, state)
+        if state.peer_limits is not None:
+            try:
+                await state.peer_limits.check(peer.peer.did)
+            except RateLimitedError as exc:
+                await audit_rejection(state, request, exc.code, exc.detail)
+                raise
         return A2ACaller(ref=f"peer:{peer.peer.did}", body=peer.body, peer=peer)
     try:
         key = await api_keys.authenticate(state.pool, state.clock, token)

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
+import redis.asyncio as redis
 from fastapi import FastAPI
 
 from did.resolver import DIDResolver
@@ -30,12 +31,15 @@ from gateway.routes import (
     events,
     federation,
     identity,
+    permissions,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.identity import load_identity
+from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
+from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 
 DESCRIPTION = """\
@@ -96,13 +100,26 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ),
                 hub=EventHub(settings.ws_queue_size),
             )
+            redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
+            app.state.confer.nonces = (
+                RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
+            )
+            app.state.confer.peer_limits = PeerRateLimiter(
+                settings.redis_url,
+                per_domain=settings.peer_rate_limit_domain,
+                per_agent=settings.peer_rate_limit_agent,
+            )
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
+            sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
             try:
                 yield
             finally:
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                sweeper.cancel()
+                await asyncio.gather(task, sweeper, return_exceptions=True)
+                if redis_client is not None:
+                    await redis_client.aclose()
         finally:
             await http.aclose()
             await pool.close()
@@ -122,6 +139,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events, api_keys, cards, contacts):
+    for module in (auth, conversations, identity, federation, events):
+        app.include_router(module.router)
+    for module in (api_keys, cards, contacts, permissions):
         app.include_router(module.router)
     return app

@@ -52,6 +52,21 @@ class Settings(BaseSettings):
 
     ws_queue_size: int = 256
 
+    permission_ttl_seconds: int = Field(
+        default=24 * 3600, description="How long a consent request waits before it is denied."
+    )
+    permission_sweep_seconds: float = 30.0
+
+    redis_url: str | None = Field(
+        default=None, description="Redis for shared rate limits and nonces; unset = in-process."
+    )
+    peer_rate_limit_domain: str = Field(
+        default="1200/minute", description="Inbound budget per peer domain (limits syntax)."
+    )
+    peer_rate_limit_agent: str = Field(
+        default="600/minute", description="Inbound budget per peer DID (limits syntax)."
+    )
+
     @field_validator("public_url")
     @classmethod
     def _public_url_is_a_base(cls, value: str) -> str:

@@ -11,6 +11,7 @@ from gateway.clock import Clock
 from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.identity import Identity
+from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
@@ -29,3 +30,5 @@ class AppState:
     peers: PeerDirectory
     hub: EventHub
     task_events: TaskEvents = field(default_factory=TaskEvents)
+    nonces: NonceStore | None = None
+    peer_limits: PeerRateLimiter | None = None

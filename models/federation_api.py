@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -30,3 +30,14 @@ class ApiKeyIssued(ApiKeyPublic):
     """A new API key: ``key`` is shown this once and cannot be recovered."""
 
     key: str = Field(description="Send as `Authorization: Bearer <key>`; shown only once.")
+
+
+class PermissionDecisionCreate(ConferModel):
+    """``POST /v1/permissions/{id}/decision``: the owner's answer to a consent request.
+
+    ``scope`` says what an ``allow_always`` covers later: ``peer`` (every action of the peer),
+    ``peer_action`` (this action of the peer; the default) or ``global`` (this action, any peer).
+    """
+
+    decision: Literal["allow_once", "allow_always", "deny"]
+    scope: Literal["peer", "peer_action", "global"] | None = None

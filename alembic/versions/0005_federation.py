@@ -3,7 +3,8 @@
 - ``a2a_tasks``: the A2A 1.0 tasks (spec §4.5) created by ``SendMessage`` on a local user or
   agent endpoint. ``caller`` is who may see the task: ``peer:<did>`` for a signed Confer peer,
   ``key:<api key id>`` for a stock A2A client. ``permission_id`` links a task waiting in
-  ``TASK_STATE_AUTH_REQUIRED`` to its ``permissions`` row.
+  ``TASK_STATE_AUTH_REQUIRED`` to its ``permissions`` row; (``caller``, ``remote_message_id``)
+  de-duplicates retries, including of requests that stored no message (denied, pending).
 - ``api_keys``: bearer keys a user issues for stock A2A clients; only a SHA-256 of the key is
   kept (the key itself is shown once).
 - ``federation_destinations``: per-destination delivery health; a destination that keeps
@@ -58,6 +59,7 @@ UPGRADE = (
       context_id          VARCHAR(128) NOT NULL,
       state               VARCHAR(32) NOT NULL,
       message_id          CHAR(26) REFERENCES messages(id),
+      remote_message_id   VARCHAR(128),
       permission_id       CHAR(26) REFERENCES permissions(id),
       history_json        JSONB NOT NULL DEFAULT '[]',
       status_message_json JSONB,
@@ -73,6 +75,10 @@ UPGRADE = (
     """,
     """
     CREATE INDEX idx_a2a_tasks_message ON a2a_tasks (message_id)
+    """,
+    """
+    CREATE UNIQUE INDEX uq_a2a_tasks_remote ON a2a_tasks (caller, remote_message_id)
+      WHERE remote_message_id IS NOT NULL
     """,
     """
     CREATE INDEX idx_a2a_tasks_permission ON a2a_tasks (permission_id)

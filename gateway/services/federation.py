@@ -8,6 +8,7 @@ transaction with the inbox de-duplication row, the contact, the A2A task and the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import asyncpg
@@ -21,6 +22,7 @@ from gateway.errors import (
     RecipientNotFoundError,
 )
 from gateway.ids import new_id
+from gateway.services import consent, policy
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.identity import Identity
@@ -31,10 +33,11 @@ from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
+from gateway.store import permissions as permissions_store
 from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
-from models import Message
+from models import Message, PermissionRow
 
 
 async def resolve_recipient(conn: asyncpg.Connection, kind: str, name: str) -> Recipient:
@@ -109,44 +112,165 @@ async def receive_message(
     text: str,
     ip: str | None,
 ) -> tuple[TaskRow, bool]:
-    """Store the caller's message for ``recipient`` and open its task.
+    """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
-    Returns ``(task, created)``. Idempotent on (origin, ``messageId``): a retry returns the
-    first task and stores nothing new.
+    A signed peer writing to an agent meets the agent's policy (:mod:`gateway.services.policy`):
+    allow stores and delivers (``TASK_STATE_COMPLETED``), deny stores nothing
+    (``TASK_STATE_REJECTED``), ask holds the message for the owner's consent
+    (``TASK_STATE_AUTH_REQUIRED``). Returns ``(task, created)``; idempotent on (caller,
+    ``messageId``): a retry returns the first task and stores nothing new.
     """
     remote_id = params.message.messageId
     async with state.pool.acquire() as conn, conn.transaction():
         await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
-        existing = await federation_store.get_inbox(
-            conn, origin_did=caller.origin, remote_message_id=remote_id
-        )
+        existing = await _retried(conn, caller, remote_id)
         if existing is not None:
-            task = await tasks_store.get_task_by_message(conn, message_id=existing)
-            if task is not None:
-                return task, False
-        message, local_users = await _store_message(conn, caller, recipient, text)
-        if existing is None:
+            return existing, False
+        verdict = await _verdict(conn, caller, recipient, params, text)
+        request: tuple[PermissionRow, Message] | None = None
+        pushes: list[tuple[list[str], Message]] = []
+        if verdict is None or verdict.effect == "allow":
+            message, notify = await _store_message(conn, caller, recipient, text)
             await federation_store.insert_inbox(
                 conn, origin_did=caller.origin, remote_message_id=remote_id, message_id=message.id
             )
-        task = await _open_task(state, conn, caller, recipient, params, message)
-        await audit_store.insert_audit(
-            conn,
-            action="federation.inbound",
-            user_id=recipient.user_id,
-            details={
-                "method": "SendMessage",
-                "caller": caller.ref,
-                "keyid": caller.peer.keyid if caller.peer else None,
-                "remote_message_id": remote_id,
-                "message_id": message.id,
-                "task_id": task.id,
-                "state": task.state,
-            },
-            ip_address=ip,
-        )
-    state.hub.publish(local_users, MESSAGE_CREATED, message.model_dump(mode="json"))
+            task = await _open_task(state, conn, caller, recipient, params, message, None)
+            pushes.append((notify, message))
+        elif verdict.effect == "deny":
+            task = await _open_task(state, conn, caller, recipient, params, None, None)
+        else:
+            task, request = await _hold_for_consent(
+                state, conn, caller, recipient, params, text, verdict
+            )
+        await _audit_inbound(conn, caller, recipient, task, verdict, ip)
+    if request is not None:
+        consent.publish_request(state, recipient.user_id, *request)
+    for users, message in pushes:
+        state.hub.publish(users, MESSAGE_CREATED, message.model_dump(mode="json"))
     return task, True
+
+
+async def _retried(conn: asyncpg.Connection, caller: A2ACaller, remote_id: str) -> TaskRow | None:
+    task = await tasks_store.get_task_by_remote(
+        conn, caller=caller.ref, remote_message_id=remote_id
+    )
+    if task is not None:
+        return task
+    existing = await federation_store.get_inbox(
+        conn, origin_did=caller.origin, remote_message_id=remote_id
+    )
+    return await tasks_store.get_task_by_message(conn, message_id=existing) if existing else None
+
+
+def requested_action(params: SendMessageParams) -> str:
+    """The policy action a message asks for: ``metadata.confer.action``, default ``ask``."""
+    confer = (params.message.metadata or {}).get("confer")
+    action = confer.get("action") if isinstance(confer, dict) else None
+    return action if action in policy.LEVELS else policy.DEFAULT_ACTION
+
+
+async def _verdict(
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
+) -> policy.Verdict | None:
+    """The agent's policy verdict for a signed peer; None where no agent policy applies."""
+    if caller.peer is None or recipient.agent_id is None:
+        return None
+    agent = await users_store.get_agent(conn, id=recipient.agent_id)
+    assert agent is not None
+    peer = caller.peer.peer
+    settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
+    action = requested_action(params)
+    verdict = policy.evaluate(
+        agent.policies,
+        settings.overrides,
+        trust_level=settings.trust_level,
+        peer_did=peer.did,
+        action=action,
+        text=text,
+    )
+    if verdict.effect == "ask" and verdict.level == "L2":
+        grant = await permissions_store.find_grant(
+            conn, user_id=recipient.user_id, peer_id=peer.id, action=action
+        )
+        if grant is not None:
+            verdict = policy.Verdict("allow", verdict.level, f"allow_always {grant.id}")
+    await audit_store.insert_audit(
+        conn,
+        action="policy.evaluated",
+        user_id=recipient.user_id,
+        details={"peer": peer.did, "action": action, **dataclasses.asdict(verdict)},
+    )
+    return verdict
+
+
+async def _hold_for_consent(
+    state: AppState,
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
+    verdict: policy.Verdict,
+) -> tuple[TaskRow, tuple[PermissionRow, Message]]:
+    assert caller.peer is not None
+    peer = caller.peer.peer
+    conversation_id = await _peer_conversation(conn, recipient, peer.id)
+    await peers_store.upsert_contact(
+        conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+    )
+    task_id = new_id()
+    permission, message = await consent.request_consent(
+        conn,
+        state,
+        recipient=recipient,
+        peer=peer,
+        verdict=verdict,
+        action=requested_action(params),
+        text=text,
+        task_id=task_id,
+        conversation_id=conversation_id,
+    )
+    task = await _open_task(
+        state, conn, caller, recipient, params, None, permission.id, task_id=task_id
+    )
+    return task, (permission, message)
+
+
+async def _audit_inbound(
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    task: TaskRow,
+    verdict: policy.Verdict | None,
+    ip: str | None,
+) -> None:
+    await audit_store.insert_audit(
+        conn,
+        action="federation.inbound",
+        user_id=recipient.user_id,
+        details={
+            "method": "SendMessage",
+            "caller": caller.ref,
+            "keyid": caller.peer.keyid if caller.peer else None,
+            "remote_message_id": task.remote_message_id,
+            "message_id": task.message_id,
+            "task_id": task.id,
+            "state": task.state,
+            "policy": verdict.effect if verdict else None,
+        },
+        ip_address=ip,
+    )
+
+
+_STATUS = {
+    "TASK_STATE_COMPLETED": "Delivered.",
+    "TASK_STATE_REJECTED": "Refused by the recipient's policy.",
+    "TASK_STATE_AUTH_REQUIRED": "Waiting for the owner's consent.",
+}
 
 
 async def _open_task(
@@ -155,18 +279,24 @@ async def _open_task(
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
-    message: Message,
+    message: Message | None,
+    permission_id: str | None,
+    *,
+    task_id: str | None = None,
 ) -> TaskRow:
-    task_id = new_id()
-    context_id = params.message.contextId or message.conversation_id
+    task_id = task_id or new_id()
+    if message is not None:
+        task_state = "TASK_STATE_COMPLETED"
+    else:
+        task_state = "TASK_STATE_AUTH_REQUIRED" if permission_id else "TASK_STATE_REJECTED"
+    context_id = params.message.contextId or (message.conversation_id if message else task_id)
     incoming = params.message.model_dump(exclude_none=True)
     incoming.update(taskId=task_id, contextId=context_id)
+    data: dict[str, Any] = {"status": task_state.removeprefix("TASK_STATE_").lower()}
+    if message is not None:
+        data["messageId"] = message.id
     status = agent_text_message(
-        "Delivered.",
-        message_id=new_id(),
-        context_id=context_id,
-        task_id=task_id,
-        data={"status": "delivered", "messageId": message.id},
+        _STATUS[task_state], message_id=new_id(), context_id=context_id, task_id=task_id, data=data
     )
     return await tasks_store.insert_task(
         conn,
@@ -175,10 +305,12 @@ async def _open_task(
         agent_id=recipient.agent_id,
         caller=caller.ref,
         context_id=context_id,
-        state="TASK_STATE_COMPLETED",
-        message_id=message.id,
+        state=task_state,
+        message_id=message.id if message else None,
         history=[incoming],
         status_message=status,
+        permission_id=permission_id,
+        remote_message_id=params.message.messageId,
         now=state.clock.now(),
     )
 

@@ -30,6 +30,7 @@ from a2a.protocol import (
 from gateway.clock import Clock
 from gateway.ids import new_id
 from gateway.store import audit as audit_store
+from gateway.store import permissions as permissions_store
 from gateway.store import tasks as store
 from gateway.store.tasks import TaskRow
 
@@ -192,6 +193,15 @@ async def cancel_task(
         )
         if updated is None:
             raise TaskNotCancelableError(f"task {task_id} finished meanwhile")
+        if row.permission_id:  # the pending consent request is withdrawn with the task
+            await permissions_store.decide_permission(
+                conn,
+                id=row.permission_id,
+                decision="deny",
+                decision_scope=None,
+                decided_by=None,
+                now=clock.now(),
+            )
         await audit_store.insert_audit(
             conn,
             action="a2a.task.canceled",

@@ -20,6 +20,7 @@ class TaskRow:
     context_id: str
     state: str
     message_id: str | None
+    remote_message_id: str | None
     permission_id: str | None
     history_json: list[dict[str, Any]]
     status_message_json: dict[str, Any] | None
@@ -29,7 +30,8 @@ class TaskRow:
     updated_at: datetime
 
 
-_COLUMNS = """id, user_id, agent_id, caller, context_id, state, message_id, permission_id,
+_COLUMNS = """id, user_id, agent_id, caller, context_id, state, message_id, remote_message_id,
+    permission_id,
     history_json, status_message_json, artifacts_json, metadata_json, created_at, updated_at"""
 
 
@@ -51,14 +53,15 @@ async def insert_task(
     status_message: dict[str, Any] | None,
     metadata: dict[str, Any] | None = None,
     permission_id: str | None = None,
+    remote_message_id: str | None = None,
     now: datetime,
 ) -> TaskRow:
     """Insert a task whose status timestamp is ``now``."""
     record = await conn.fetchrow(
         f"""INSERT INTO a2a_tasks (id, user_id, agent_id, caller, context_id, state, message_id,
                                    permission_id, history_json, status_message_json,
-                                   metadata_json, created_at, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+                                   metadata_json, created_at, updated_at, remote_message_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
             RETURNING {_COLUMNS}""",
         id,
         user_id,
@@ -72,6 +75,7 @@ async def insert_task(
         status_message,
         metadata,
         now,
+        remote_message_id,
     )
     assert record is not None
     return _task(record)
@@ -88,6 +92,18 @@ async def get_task(conn: asyncpg.Connection, *, id: str, caller: str) -> TaskRow
 async def get_task_by_id(conn: asyncpg.Connection, *, id: str) -> TaskRow | None:
     """The task ``id`` whoever created it (for the owner's side), or None."""
     record = await conn.fetchrow(f"SELECT {_COLUMNS} FROM a2a_tasks WHERE id = $1", id)
+    return _task(record) if record else None
+
+
+async def get_task_by_remote(
+    conn: asyncpg.Connection, *, caller: str, remote_message_id: str
+) -> TaskRow | None:
+    """The caller's task for its message ``remote_message_id`` (a retry), or None."""
+    record = await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM a2a_tasks WHERE caller = $1 AND remote_message_id = $2",
+        caller,
+        remote_message_id,
+    )
     return _task(record) if record else None
 
 
