@@ -19,6 +19,7 @@ from gateway.errors import ApiKeyInvalidError, RateLimitedError
 from gateway.federation_auth import VerifiedPeer, audit_rejection, verify_signed_request
 from gateway.services import api_keys
 from gateway.store.api_keys import ApiKeyRow
+from gateway.workers.delivery import resume_destination
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ async def authenticate_caller(request: Request, state: State) -> A2ACaller:
             except RateLimitedError as exc:
                 await audit_rejection(state, request, exc.code, exc.detail)
                 raise
+        # Inbound contact proves the peer is up: resume deliveries parked for it.
+        await resume_destination(state.pool, state.clock, peer.peer.endpoint)
         return A2ACaller(ref=f"peer:{peer.peer.did}", body=peer.body, peer=peer)
     try:
         key = await api_keys.authenticate(state.pool, state.clock, token)

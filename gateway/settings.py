@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     peer_cache_ttl_seconds: int = 60
     outbound_timeout_seconds: float = 10.0
     delivery_max_attempts: int = 16
+    delivery_park_after_failures: int = Field(
+        default=8, description="Consecutive failures after which a destination is parked."
+    )
+    delivery_probe_seconds: float = Field(
+        default=600.0, description="How often a parked destination is probed."
+    )
 
     ws_queue_size: int = 256
 
