@@ -29,7 +29,7 @@ demo: $(STAMP)
 	$(BIN)/confer demo
 
 bench: $(STAMP)
-	$(BIN)/python bench/federation_roundtrip.py
+	$(BIN)/python bench/federation.py
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate

@@ -36,6 +36,7 @@ from gateway.federation_auth import audit_rejection, client_ip
 from gateway.services import a2a_rpc
 from gateway.services import federation as service
 from gateway.services.tasks import Recipient
+from gateway.store import audit as audit_store
 
 router = APIRouter(tags=["federation"])
 
@@ -67,6 +68,20 @@ async def _admit(state: State, request: Request, caller: Caller, recipient: Reci
         raise
 
 
+async def _audit_call(
+    state: State, caller: Caller, request: Request, method: str, recipient: Recipient | None
+) -> None:
+    """Every inbound federation request leaves an ``audit_log`` row."""
+    async with state.pool.acquire() as conn:
+        await audit_store.insert_audit(
+            conn,
+            action="federation.inbound",
+            user_id=recipient.user_id if recipient else None,
+            details={"method": method, "caller": caller.ref},
+            ip_address=client_ip(request),
+        )
+
+
 async def _dispatch(
     state: State, caller: Caller, request: Request, endpoint: tuple[str, str] | None
 ) -> Response:
@@ -88,6 +103,8 @@ async def _dispatch(
         if version not in SUPPORTED_VERSIONS:
             raise VersionNotSupportedError(f"A2A version {version} is not supported; use 1.0")
         unary, streaming = a2a_rpc.method(name)
+        if name not in ("SendMessage", "SendStreamingMessage"):  # those audit in the service
+            await _audit_call(state, caller, request, name, recipient)
         if unary is not None:
             return JSONResponse(result_envelope(rpc_id, await unary(ctx, params)))
         assert streaming is not None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway.deps import State
@@ -18,19 +20,28 @@ DID_JSON = "application/did+json"
 _HEADERS = {"Cache-Control": "max-age=60", "Access-Control-Allow-Origin": "*"}
 
 
-def _document(doc: dict[str, Any]) -> Response:
-    return JSONResponse(doc, media_type=DID_JSON, headers=_HEADERS)
+def _document(doc: dict[str, Any], request: Request | None = None) -> Response:
+    """The document with a strong ETag; ``If-None-Match`` on it gets 304 (RFC 9110 §13.1.2), so
+    peers revalidating their ``peer_agents`` cache do not download it again."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    etag = f'"{hashlib.sha256(canonical).hexdigest()[:32]}"'
+    headers = {**_HEADERS, "ETag": etag}
+    if request is not None:
+        candidates = {t.strip() for t in request.headers.get("if-none-match", "").split(",")}
+        if etag in candidates or f"W/{etag}" in candidates:
+            return Response(status_code=304, headers=headers)
+    return JSONResponse(doc, media_type=DID_JSON, headers=headers)
 
 
 @router.get("/.well-known/did.json", summary="The instance DID document")
-async def instance_did_document(state: State) -> Response:
+async def instance_did_document(request: Request, state: State) -> Response:
     """The instance's DID document: its federation keys (Multikey, Ed25519)."""
     identity = state.identity
-    return _document(identity.did_document(identity.did, endpoint=None))
+    return _document(identity.did_document(identity.did, endpoint=None), request)
 
 
 @router.get("/users/{username}/did.json", summary="A user's DID document")
-async def user_did_document(username: str, state: State) -> Response:
+async def user_did_document(username: str, request: Request, state: State) -> Response:
     """``did:web:<host>:users:<username>``: keys allowed to speak for the user, A2A endpoint."""
     async with state.pool.acquire() as conn:
         user = await users_store.get_user_by_username(conn, username=username)
@@ -38,12 +49,13 @@ async def user_did_document(username: str, state: State) -> Response:
         raise NotFoundError(f"no user {username!r}")
     identity = state.identity
     return _document(
-        identity.did_document(user.did, endpoint=identity.endpoint_for("users", username))
+        identity.did_document(user.did, endpoint=identity.endpoint_for("users", username)),
+        request,
     )
 
 
 @router.get("/agents/{agent_id}/did.json", summary="An agent's DID document")
-async def agent_did_document(agent_id: str, state: State) -> Response:
+async def agent_did_document(agent_id: str, request: Request, state: State) -> Response:
     """``did:web:<host>:agents:<agent id>``: keys allowed to speak for the agent, A2A endpoint."""
     async with state.pool.acquire() as conn:
         agent = await users_store.get_agent(conn, id=agent_id)
@@ -60,7 +72,8 @@ async def agent_did_document(agent_id: str, state: State) -> Response:
             }
         )
     endpoint = identity.endpoint_for("agents", agent_id)
-    return _document(identity.did_document(agent.did, endpoint=endpoint, extra_services=extra))
+    doc = identity.did_document(agent.did, endpoint=endpoint, extra_services=extra)
+    return _document(doc, request)
 
 
 @router.get("/healthz", summary="Liveness and database check", tags=["system"])

@@ -25,6 +25,7 @@ from gateway.ids import new_id
 from gateway.services import consent, policy
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
+from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
 from gateway.state import AppState
@@ -218,7 +219,7 @@ async def _hold_for_consent(
 ) -> tuple[TaskRow, tuple[PermissionRow, Message]]:
     assert caller.peer is not None
     peer = caller.peer.peer
-    conversation_id = await _peer_conversation(conn, recipient, peer.id)
+    conversation_id = await peer_conversation(conn, recipient, peer.id)
     await peers_store.upsert_contact(
         conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
     )
@@ -321,7 +322,7 @@ async def _store_message(
     """Insert the message in the right conversation; returns it and the local users to notify."""
     if caller.peer is not None:
         peer = caller.peer.peer
-        conversation_id = await _peer_conversation(conn, recipient, peer.id)
+        conversation_id = await peer_conversation(conn, recipient, peer.id)
         sender: dict[str, Any] = {
             "sender_type": "peer_agent",
             "sender_id": peer.id,
@@ -336,7 +337,7 @@ async def _store_message(
         assert caller.api_key is not None and recipient.agent_id is not None
         owner = await users_store.get_user(conn, id=caller.api_key.user_id)
         assert owner is not None
-        conversation_id = await _api_conversation(conn, owner.id, recipient)
+        conversation_id = await api_conversation(conn, owner.id, recipient)
         sender = {"sender_type": "user", "sender_id": owner.id, "sender_did": owner.did}
         notify = [owner.id, recipient.user_id]
     message = await messages_store.insert_message(
@@ -349,57 +350,3 @@ async def _store_message(
     )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify
-
-
-async def _peer_conversation(conn: asyncpg.Connection, recipient: Recipient, peer_id: str) -> str:
-    """The recipient's direct conversation with the peer (created on first contact)."""
-    owner_id, agent_id = recipient.user_id, recipient.agent_id
-    type_ = "direct_agent_agent" if agent_id else "direct_user_user"
-    await conv_store.lock_direct_pair(conn, f"{type_}:{owner_id}:peer_agent:{peer_id}")
-    existing = await conv_store.find_direct_conversation(
-        conn, type=type_, user_id=owner_id, other=("peer_agent", peer_id)
-    )
-    if existing is not None:
-        return existing.id
-    conversation = await conv_store.insert_conversation(
-        conn, type=type_, name=None, created_by=owner_id
-    )
-    if agent_id:
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("own_agent", agent_id)
-        )
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", owner_id), role="observer"
-        )
-    else:
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", owner_id), role="admin"
-        )
-    await conv_store.insert_participant(
-        conn, conversation_id=conversation.id, who=("peer_agent", peer_id)
-    )
-    return conversation.id
-
-
-async def _api_conversation(conn: asyncpg.Connection, owner_id: str, recipient: Recipient) -> str:
-    """The key owner's direct conversation with the agent (its owner observes)."""
-    assert recipient.agent_id is not None
-    other = ("own_agent", recipient.agent_id)
-    await conv_store.lock_direct_pair(conn, f"direct_user_agent:{owner_id}:own_agent:{other[1]}")
-    existing = await conv_store.find_direct_conversation(
-        conn, type="direct_user_agent", user_id=owner_id, other=other
-    )
-    if existing is not None:
-        return existing.id
-    conversation = await conv_store.insert_conversation(
-        conn, type="direct_user_agent", name=None, created_by=owner_id
-    )
-    await conv_store.insert_participant(
-        conn, conversation_id=conversation.id, who=("user", owner_id), role="admin"
-    )
-    await conv_store.insert_participant(conn, conversation_id=conversation.id, who=other)
-    if recipient.user_id != owner_id:
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", recipient.user_id), role="observer"
-        )
-    return conversation.id

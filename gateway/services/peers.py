@@ -8,6 +8,7 @@ refetch (key rotation), at most once per ``refetch_interval`` per DID.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 from typing import Any
@@ -85,6 +86,7 @@ class PeerDirectory:
         self._ttl = timedelta(seconds=ttl)
         self._refetch_interval = timedelta(seconds=refetch_interval)
         self._allow_http = allow_http
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
         """The peer for ``did``, fetched or revalidated when stale (or ``force``).
@@ -93,9 +95,20 @@ class PeerDirectory:
         """
         async with self._pool.acquire() as conn:
             cached = await peers_store.get_peer_by_did(conn, did=did)
-        now = self._clock.now()
-        if cached and not force and now - cached.fetched_at < self._ttl:
+        if cached and not force and self._clock.now() - cached.fetched_at < self._ttl:
             return cached
+        # Single flight per DID: concurrent requests wait for one fetch instead of each
+        # revalidating the same stale entry.
+        lock = self._locks.setdefault(did, asyncio.Lock())
+        async with lock:
+            async with self._pool.acquire() as conn:
+                fresh = await peers_store.get_peer_by_did(conn, did=did)
+            if fresh and (cached is None or fresh.fetched_at > cached.fetched_at):
+                return fresh  # another request refreshed it while we waited
+            return await self._fetch(did, fresh)
+
+    async def _fetch(self, did: str, cached: PeerAgentRow | None) -> PeerAgentRow:
+        now = self._clock.now()
         result = await self._resolver.resolve(did, etag=cached.etag if cached else None)
         async with self._pool.acquire() as conn:
             if result.not_modified and cached is not None:

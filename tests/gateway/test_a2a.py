@@ -396,3 +396,12 @@ async def test_peers_cache_the_agent_facts_of_public_agents(make_database) -> No
         assert facts["id"] == bob.profile["agent_did"]
         assert facts["label"] == "Bob's public helper"
         assert facts["endpoints"]["static"][0].endswith("/a2a")
+
+
+async def test_did_documents_carry_an_etag_and_answer_304(b: Instance) -> None:
+    await b.register("bob")
+    first = await b.client.get("/users/bob/did.json")
+    etag = first.headers["etag"]
+    again = await b.client.get("/users/bob/did.json", headers={"If-None-Match": etag})
+    assert again.status_code == 304
+    assert (await b.client.get("/.well-known/did.json")).headers["etag"] != etag
