@@ -31,6 +31,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/roundtrip.py
+	$(BIN)/python bench/federation.py
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate

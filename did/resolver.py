@@ -139,6 +139,30 @@ class DIDResolver:
                 f"fetching the DID document of {did} failed: {type(exc).__name__}: {exc}"
             ) from exc
 
+    async def fetch_json(self, url: str) -> dict[str, Any]:
+        """GET a JSON object a peer published (e.g. its NANDA AgentFacts) under the same policy.
+
+        The same address checks, pinning, redirect rules (same host, no downgrade), size cap,
+        deadline, media type and nesting limits as for DID documents apply. Raises
+        DIDResolutionError for any failure.
+        """
+        try:
+            async with asyncio.timeout(self._timeout):
+                for _ in range(self._max_redirects + 1):
+                    async with self._fetch(httpx.URL(url), None) as response:
+                        if response.status_code in _REDIRECT_STATUSES:
+                            url = self._redirect_target(url, response)
+                            continue
+                        if response.status_code != 200:
+                            raise DIDResolutionError(f"{url} answered HTTP {response.status_code}")
+                        _check_representation(response, url)
+                        return parse_json_object(await self._read_body(response, url), url)
+        except TimeoutError as exc:
+            raise DIDResolutionError(f"fetching {url} took longer than {self._timeout}s") from exc
+        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
+            raise DIDResolutionError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from exc
+        raise DIDResolutionError(f"more than {self._max_redirects} redirects fetching {url}")
+
     async def _resolve(self, did: str, url: str, etag: str | None) -> ResolvedDocument:
         for _ in range(self._max_redirects + 1):
             async with self._fetch(httpx.URL(url), etag) as response:

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
+import redis.asyncio as redis
 from fastapi import FastAPI
 
 from did.resolver import DIDResolver
@@ -25,20 +26,26 @@ from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
 from gateway.routes import (
     agent_context,
+    api_keys,
     auth,
+    cards,
+    contacts,
     conversations,
     events,
     federation,
     identity,
     memory,
+    permissions,
     project_memory,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
 from gateway.services.identity import check_public_url, load_identity
+from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
+from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 
 DESCRIPTION = """\
@@ -104,19 +111,32 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 hub=hub,
                 context=context,
             )
+            redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
+            app.state.confer.nonces = (
+                RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
+            )
+            app.state.confer.peer_limits = PeerRateLimiter(
+                settings.redis_url,
+                per_domain=settings.peer_rate_limit_domain,
+                per_agent=settings.peer_rate_limit_agent,
+            )
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
             agents = AgentWorker(
                 pool, context.runtime, clock, max_attempts=settings.agent_task_max_attempts
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
+            sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
             try:
                 async with mcp_server.session_manager.run():  # mounted apps get no lifespan
                     yield
             finally:
                 task.cancel()
                 agent_task.cancel()
-                await asyncio.gather(task, agent_task, return_exceptions=True)
+                sweeper.cancel()
+                await asyncio.gather(task, agent_task, sweeper, return_exceptions=True)
+                if redis_client is not None:
+                    await redis_client.aclose()
         finally:
             await http.aclose()
             await pool.close()
@@ -151,4 +171,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.router.add_route(
         "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
     )
+    for module in (api_keys, cards, contacts, permissions):
+        app.include_router(module.router)
     return app

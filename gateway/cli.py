@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+import asyncpg
 import typer
 import uvicorn
 
 from gateway import cli_memory, migrations
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
+from gateway.errors import NotFoundError
+from gateway.services import keys as keys_service
 from gateway.services.identity import load_identity
 from gateway.settings import Settings
+
+T = TypeVar("T")
 
 app = typer.Typer(help="Confer: a federated messaging gateway for people and their agents.")
 app.add_typer(cli_memory.app, name="memory")
@@ -81,6 +88,49 @@ def demo(
     except RuntimeError as exc:
         typer.echo(f"demo failed: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+keys_app = typer.Typer(help="Instance federation keys (did:web, RFC 9421): list, rotate, remove.")
+app.add_typer(keys_app, name="keys")
+
+
+def _with_pool(work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+    async def run() -> T:
+        url = database_url(Settings())
+        await asyncio.to_thread(migrations.upgrade, url)
+        pool = await create_pool(url, min_size=1, max_size=2)
+        try:
+            return await work(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(run())
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """Show the listed federation keys: fragment, created, retired."""
+    for row in _with_pool(keys_service.list_keys):
+        state = f"retired {row.retired_at:%Y-%m-%d %H:%M}" if row.retired_at else "active"
+        typer.echo(f"{row.fragment}\t{row.created_at:%Y-%m-%d %H:%M}\t{state}")
+
+
+@keys_app.command("rotate")
+def keys_rotate() -> None:
+    """Add a new signing key; the old one keeps verifying until removed. Restart to sign."""
+    fragment = _with_pool(keys_service.rotate)
+    typer.echo(f"new active key: #{fragment} (restart the gateway processes to sign with it)")
+
+
+@keys_app.command("remove")
+def keys_remove(fragment: str = typer.Argument(help="A retired key, e.g. key-1")) -> None:
+    """Unlist a retired key from the DID documents: signatures made with it stop verifying."""
+    try:
+        _with_pool(lambda pool: keys_service.remove(pool, fragment))
+    except NotFoundError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"removed #{fragment}")
 
 
 def main() -> None:

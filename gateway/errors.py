@@ -142,10 +142,6 @@ class ProjectMemoryNotFoundError(NotFoundError):
     code, title = "project_memory_not_found", "No project memory for this project and peer"
 
 
-class ContactNotFoundError(NotFoundError):
-    code, title = "contact_not_found", "That DID is not one of your contacts"
-
-
 class VersionConflictError(ConflictError):
     """A write named a version that is no longer current (``If-Match`` on a stale version)."""
 
@@ -184,9 +180,11 @@ async def _confer_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ConferError)
     if exc.status >= 500:
         log.error("internal error on %s: %s", request.url.path, exc.detail)
-    return problem(
+    response = problem(
         exc.status, _wire_code(exc), exc.title, exc.detail, request.url.path, **exc.extra
     )
+    response.headers.update(getattr(exc, "headers", None) or {})
+    return response
 
 
 async def _a2a_error(request: Request, exc: Exception) -> JSONResponse:
@@ -281,3 +279,49 @@ def install_error_handlers(app: FastAPI) -> None:
     ):
         app.add_exception_handler(text_error, _untranslatable_text)
     app.add_exception_handler(Exception, _unexpected_error)
+
+
+class ApiKeyNotFoundError(NotFoundError):
+    code, title = "api_key_not_found", "No such API key"
+
+
+class ApiKeyInvalidError(AuthenticationError):
+    code, title = "api_key_invalid", "The API key is not valid or was revoked"
+
+
+class ApiKeyScopeError(ForbiddenError):
+    code, title = "api_key_scope", "API keys may call this user's agents and public agents only"
+
+
+class ContactNotFoundError(NotFoundError):
+    code, title = "contact_not_found", "No such contact"
+
+
+class PeerBlockedError(ForbiddenError):
+    code, title = "peer_blocked", "The recipient does not accept requests from this peer"
+
+
+class PermissionNotFoundError(NotFoundError):
+    code, title = "permission_not_found", "No such permission request"
+
+
+class PermissionDecidedError(ConflictError):
+    code, title = "permission_decided", "The permission request was already decided"
+
+
+class PermissionExpiredError(ConflictError):
+    code, title = "permission_expired", "The permission request expired and was denied"
+
+
+class RateLimitedError(ConferError):
+    """Over a rate limit; the response carries ``Retry-After`` (RFC 9110 §10.2.3)."""
+
+    code, status, title = "rate_limited", 429, "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: int) -> None:
+        super().__init__(detail)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class ServiceUnavailableError(ConferError):
+    code, status, title = "service_unavailable", 503, "A backing service is unavailable"

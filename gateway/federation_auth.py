@@ -8,7 +8,8 @@ Handlers receive a :class:`VerifiedPeer` and never see unverified peer data (Syn
 3. Required components covered, ``created``/``expires`` within the window, ``Content-Digest``
    recomputed over the raw body, signature verified over a base built from the configured
    public URL and the raw, still-encoded path and query (never the client's Host header).
-4. ``nonce`` present and never seen before, across every gateway process (PostgreSQL).
+4. ``nonce`` present and never seen before, across every gateway process (PostgreSQL, or
+   Redis when configured).
 
 Every failure is a 401 problem with the precise code, and leaves an ``audit_log`` row.
 """
@@ -26,8 +27,8 @@ from a2a.signatures import SignatureInput, parse_signature, verify_request
 from did.errors import DIDError
 from gateway.deps import State
 from gateway.errors import FederationAuthError
+from gateway.services.limits import PostgresNonceStore
 from gateway.store import audit as audit_store
-from gateway.store import federation as federation_store
 from models import PeerAgentRow
 
 
@@ -84,22 +85,21 @@ async def verify_signed_request(request: Request, state: State) -> VerifiedPeer:
         expires = datetime.fromtimestamp(
             max(horizon, parsed.expires or 0) + state.settings.signature_clock_skew_seconds, UTC
         )
-        async with state.pool.acquire() as conn:
-            fresh = await federation_store.insert_nonce(
-                conn, keyid=parsed.keyid, nonce=parsed.nonce or "", expires_at=expires
-            )
+        nonces = state.nonces or PostgresNonceStore(state.pool)
+        fresh = await nonces.add(parsed.keyid, parsed.nonce or "", expires)
         if not fresh:
             raise FederationAuthError("signature_replayed", "this nonce was already used")
     except (A2AError, DIDError) as exc:
-        await _reject(state, request, exc.code, exc.detail)
+        await audit_rejection(state, request, exc.code, exc.detail)
         raise FederationAuthError(exc.code, exc.detail) from exc
     except FederationAuthError as exc:
-        await _reject(state, request, exc.wire_code, exc.detail)
+        await audit_rejection(state, request, exc.wire_code, exc.detail)
         raise
     return VerifiedPeer(peer=peer, keyid=parsed.keyid, body=body)
 
 
-async def _reject(state: State, request: Request, code: str, detail: str) -> None:
+async def audit_rejection(state: State, request: Request, code: str, detail: str) -> None:
+    """Leave the ``federation.inbound.rejected`` audit row of a refused request."""
     async with state.pool.acquire() as conn:
         await audit_store.insert_audit(
             conn,

@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     peer_cache_ttl_seconds: int = Field(default=60, gt=0)
     outbound_timeout_seconds: float = Field(default=10.0, gt=0)
     delivery_max_attempts: int = Field(default=16, gt=0)
+    delivery_park_after_failures: int = Field(
+        default=8, description="Consecutive failures after which a destination is parked."
+    )
+    delivery_probe_seconds: float = Field(
+        default=600.0, description="How often a parked destination is probed."
+    )
 
     ws_queue_size: int = Field(default=256, gt=0)
 
@@ -77,6 +83,21 @@ class Settings(BaseSettings):
         if not self.public_url:
             self.public_url = f"http://localhost:{self.port}"
         return self
+
+    permission_ttl_seconds: int = Field(
+        default=24 * 3600, description="How long a consent request waits before it is denied."
+    )
+    permission_sweep_seconds: float = 30.0
+
+    redis_url: str | None = Field(
+        default=None, description="Redis for shared rate limits and nonces; unset = in-process."
+    )
+    peer_rate_limit_domain: str = Field(
+        default="1200/minute", description="Inbound budget per peer domain (limits syntax)."
+    )
+    peer_rate_limit_agent: str = Field(
+        default="600/minute", description="Inbound budget per peer DID (limits syntax)."
+    )
 
     @field_validator("public_url")
     @classmethod

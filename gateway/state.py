@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import httpx
@@ -12,7 +12,9 @@ from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.context import ContextServices
 from gateway.services.identity import Identity
+from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
+from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 
 
@@ -29,3 +31,6 @@ class AppState:
     peers: PeerDirectory
     hub: EventHub
     context: ContextServices
+    task_events: TaskEvents = field(default_factory=TaskEvents)
+    nonces: NonceStore | None = None
+    peer_limits: PeerRateLimiter | None = None

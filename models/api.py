@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
+from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, Timestamp, Ulid
 from .messages import Message
 
@@ -62,11 +63,40 @@ class TokenPublic(ConferModel):
     user: UserPublic
 
 
+TrustLevel = Literal["blocked", "unknown", "known", "trusted"]
+"""A contact's trust: ``blocked`` is refused at the door; ``trusted`` skips L2 consent."""
+
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class ContactPolicyOverrides(ConferModel):
+    """Overrides of the agent's ``PolicyConfig`` for one contact (checked before the agent's)."""
+
+    default: PolicyDefault | None = None
+    rules: list[PolicyRule] = Field(default_factory=list, max_length=100)
+
+
 class ContactCreate(ConferModel):
     """``POST /v1/contacts``: add a user or agent of any instance by its DID."""
 
     did: DID
     alias: Annotated[str, StringConstraints(max_length=128)] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=32)
+    pinned: bool | None = None
+    muted: bool | None = None
+    trust_level: TrustLevel | None = None
+    policy_overrides: ContactPolicyOverrides | None = None
+
+
+class ContactUpdate(ConferModel):
+    """``PATCH /v1/contacts/{id}``: change only the fields sent (``alias: null`` clears it)."""
+
+    alias: Annotated[str, StringConstraints(max_length=128)] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=32)
+    pinned: bool | None = None
+    muted: bool | None = None
+    trust_level: TrustLevel | None = None
+    policy_overrides: ContactPolicyOverrides | None = None
 
 
 class ContactPublic(ConferModel):
@@ -77,6 +107,11 @@ class ContactPublic(ConferModel):
     alias: str | None = None
     name: str | None = None
     endpoint: str
+    tags: list[str] = Field(default_factory=list)
+    pinned: bool = False
+    muted: bool = False
+    trust_level: TrustLevel = "unknown"
+    policy_overrides: ContactPolicyOverrides = Field(default_factory=ContactPolicyOverrides)
     added_via: str | None = None
     fetched_at: Timestamp
     created_at: Timestamp

@@ -11,11 +11,8 @@ from gateway.errors import ValidationFailedError
 from gateway.ids import is_ulid
 from gateway.routes import problems
 from gateway.services import conversations as service
-from gateway.store import peers as peers_store
-from models import Message, PeerAgentRow, PeerContactRow
+from models import Message
 from models.api import (
-    ContactCreate,
-    ContactPublic,
     ConversationCreate,
     ConversationPublic,
     MessageCreate,
@@ -25,38 +22,6 @@ from models.api import (
 router = APIRouter(tags=["conversations"])
 
 _ERRORS = problems(400, 401, 404, 413, 422)
-
-
-def _contact(contact: PeerContactRow, peer: PeerAgentRow) -> ContactPublic:
-    return ContactPublic(
-        id=contact.id,
-        did=peer.did,
-        alias=contact.alias,
-        name=peer.name,
-        endpoint=peer.endpoint,
-        added_via=contact.added_via,
-        fetched_at=peer.fetched_at,
-        created_at=contact.created_at,
-    )
-
-
-@router.post("/v1/contacts", status_code=201, summary="Add a contact by DID", responses=_ERRORS)
-async def add_contact(data: ContactCreate, current: Current, state: State) -> ContactPublic:
-    """Resolve a DID (did:web, over HTTPS) and add it to the caller's contacts."""
-    peer = await state.peers.resolve(data.did)
-    async with state.pool.acquire() as conn:
-        contact = await peers_store.upsert_contact(
-            conn, user_id=current.user.id, peer_id=peer.id, alias=data.alias, added_via="did"
-        )
-    return _contact(contact, peer)
-
-
-@router.get("/v1/contacts", summary="List contacts", responses=_ERRORS)
-async def list_contacts(current: Current, state: State) -> list[ContactPublic]:
-    """The caller's contacts, oldest first."""
-    async with state.pool.acquire() as conn:
-        rows = await peers_store.list_contacts(conn, user_id=current.user.id)
-    return [_contact(c, p) for c, p in rows]
 
 
 @router.post(

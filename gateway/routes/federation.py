@@ -1,96 +1,153 @@
-"""The A2A 1.0 JSON-RPC endpoint of each local user and agent, for signed peer requests.
+"""The A2A 1.0 JSON-RPC endpoints: one per local user and agent, and the instance's ``/a2a``.
 
-``POST /users/{username}/a2a`` and ``POST /agents/{agent_id}/a2a`` accept ``SendMessage``
-(A2A spec §9, JSON-RPC binding) from peers authenticated with RFC 9421 signatures.
-Authentication failures are 401 problem+json. Once authenticated, protocol errors are JSON-RPC
-error objects (A2A §9.5): ``-32700``/``-32600`` with HTTP 400 (the body is not a JSON-RPC
-request), the others with HTTP 200 as A2A clients expect.
+``POST /users/{username}/a2a``, ``POST /agents/{agent_id}/a2a`` and ``POST /a2a`` accept
+``SendMessage``, ``SendStreamingMessage`` (SSE), ``GetTask``, ``ListTasks``, ``CancelTask`` and
+``SubscribeToTask`` (A2A §9, JSON-RPC binding) with ``A2A-Version: 1.0``, from Confer peers
+signing per RFC 9421 or stock A2A clients with a bearer API key. Authentication failures are
+401 problem+json. Once authenticated, protocol errors are JSON-RPC error objects (A2A §9.5):
+``-32700``/``-32600`` with HTTP 400 (the body is not a JSON-RPC request), the others with HTTP
+200 as A2A clients expect. On ``/a2a`` a message names its recipient by ``params.tenant`` (an
+agent id) or ``message.metadata.confer.recipient`` (a local DID).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
 
+from a2a.protocol import (
+    PROTOCOL_VERSION,
+    InvalidRequestError,
+    JSONRPCError,
+    ParseError,
+    VersionNotSupportedError,
+    error_envelope,
+    parse_call,
+    result_envelope,
+)
+from gateway.a2a_callers import Caller
 from gateway.deps import State
-from gateway.errors import UnsupportedMediaTypeError
-from gateway.federation_auth import Peer, client_ip
+from gateway.errors import ApiKeyScopeError, PeerBlockedError, UnsupportedMediaTypeError
+from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
+from gateway.services import a2a_rpc
 from gateway.services import federation as service
+from gateway.services.tasks import Recipient
+from gateway.store import audit as audit_store
 
 router = APIRouter(tags=["federation"])
 
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
-VERSION_NOT_SUPPORTED = -32009
-SUPPORTED_VERSIONS = ("1.0",)
+SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
+_MEDIA_TYPES = ("application/json", "application/a2a+json")
 
 
-def _error(rpc_id: Any, code: int, message: str, status: int = 200) -> JSONResponse:
-    body = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status)
+def _version(request: Request) -> str:
+    """The requested protocol version; none given means 0.3 (A2A §4.8)."""
+    return request.headers.get("a2a-version") or request.query_params.get("A2A-Version") or "0.3"
 
 
-def _parse(body: bytes) -> dict[str, Any] | JSONResponse:
+async def _sse(rpc_id: Any, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    """Each event as ``data: <JSON-RPC response>`` (A2A §4.6); an error ends the stream."""
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return _error(None, PARSE_ERROR, "Parse error: the body is not JSON", 400)
-    if (
-        not isinstance(payload, dict)
-        or payload.get("jsonrpc") != "2.0"
-        or not isinstance(payload.get("method"), str)
-        or not isinstance(payload.get("id"), str | int)
-    ):
-        return _error(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 call", 400)
-    return payload
+        async for event in events:
+            yield f"data: {json.dumps(result_envelope(rpc_id, event))}\n\n".encode()
+    except JSONRPCError as exc:
+        yield f"data: {json.dumps(error_envelope(rpc_id, exc))}\n\n".encode()
+
+
+async def _admit(state: State, request: Request, caller: Caller, recipient: Recipient) -> None:
+    """The door check; a refusal writes nothing but its audit row."""
+    try:
+        async with state.pool.acquire() as conn:
+            await service.admit(conn, caller, recipient)
+    except (PeerBlockedError, ApiKeyScopeError) as exc:
+        await audit_rejection(state, request, exc.code, exc.detail)
+        raise
+
+
+async def _audit_call(
+    state: State, caller: Caller, request: Request, method: str, recipient: Recipient | None
+) -> None:
+    """Every inbound federation request leaves an ``audit_log`` row."""
+    async with state.pool.acquire() as conn:
+        await audit_store.insert_audit(
+            conn,
+            action="federation.inbound",
+            user_id=recipient.user_id if recipient else None,
+            details={"method": method, "caller": caller.ref},
+            ip_address=client_ip(request),
+        )
 
 
 async def _dispatch(
-    state: State,
-    peer: Peer,
-    request: Request,
-    kind: Literal["users", "agents"],
-    name: str,
-) -> JSONResponse:
+    state: State, caller: Caller, request: Request, endpoint: tuple[str, str] | None
+) -> Response:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type not in ("application/json", "application/a2a+json"):
+    if media_type not in _MEDIA_TYPES:
         raise UnsupportedMediaTypeError("send Content-Type: application/json")
-    payload = _parse(peer.body)
-    if isinstance(payload, JSONResponse):
-        return payload
-    rpc_id = payload["id"]
-    version = request.headers.get("a2a-version", "0.3")
-    if version not in SUPPORTED_VERSIONS:
-        return _error(rpc_id, VERSION_NOT_SUPPORTED, f"A2A version {version} is not supported")
-    if payload["method"] != "SendMessage":
-        return _error(rpc_id, METHOD_NOT_FOUND, f"Method not found: {payload['method']}")
     try:
-        params = service.SendMessageParams.model_validate(payload.get("params"))
-        text = service.message_text(params.message, state.settings.max_message_chars)
-    except (ValidationError, ValueError) as exc:
-        return _error(rpc_id, INVALID_PARAMS, f"Invalid params: {exc}"[:500])
-    result = await service.receive_message(
-        state, peer, kind=kind, name=name, params=params, text=text, ip=client_ip(request)
+        rpc_id, name, params = parse_call(caller.body)
+    except (ParseError, InvalidRequestError) as exc:
+        return JSONResponse(error_envelope(None, exc), status_code=400)
+    recipient: Recipient | None = None
+    if endpoint is not None:
+        async with state.pool.acquire() as conn:
+            recipient = await service.resolve_recipient(conn, *endpoint)
+        await _admit(state, request, caller, recipient)
+    ctx = a2a_rpc.RpcContext(state, caller, recipient, client_ip(request))
+    try:
+        version = _version(request)
+        if version not in SUPPORTED_VERSIONS:
+            raise VersionNotSupportedError(f"A2A version {version} is not supported; use 1.0")
+        unary, streaming = a2a_rpc.method(name)
+        if name not in ("SendMessage", "SendStreamingMessage"):  # those audit in the service
+            await _audit_call(state, caller, request, name, recipient)
+        if unary is not None:
+            return JSONResponse(result_envelope(rpc_id, await unary(ctx, params)))
+        assert streaming is not None
+        events = await streaming(ctx, params)
+    except JSONRPCError as exc:
+        return JSONResponse(error_envelope(rpc_id, exc))
+    return StreamingResponse(
+        _sse(rpc_id, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
-    return JSONResponse({"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
 
-_DOC = problems(
-    401, 404, 413, 415, s401="Signature missing or invalid (the `code` says which check failed)"
-)
+_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "JSON-RPC result or error; an SSE stream for SendStreamingMessage and "
+        "SubscribeToTask",
+        "content": {"text/event-stream": {}},
+    },
+    **problems(
+        401,
+        403,
+        404,
+        413,
+        415,
+        s401="Signature or API key missing or invalid (the `code` says which check failed)",
+        s403="The API key may not call this agent, or the peer is blocked",
+    ),
+}
 
 
 @router.post("/users/{username}/a2a", summary="A2A JSON-RPC endpoint of a user", responses=_DOC)
-async def user_endpoint(username: str, request: Request, state: State, peer: Peer) -> JSONResponse:
-    """Receive an A2A ``SendMessage`` for a local user from a signed peer (RFC 9421)."""
-    return await _dispatch(state, peer, request, "users", username)
+async def user_endpoint(username: str, request: Request, state: State, caller: Caller) -> Response:
+    """A2A 1.0 JSON-RPC for a local user, from a signed peer (RFC 9421)."""
+    return await _dispatch(state, caller, request, ("users", username))
 
 
 @router.post("/agents/{agent_id}/a2a", summary="A2A JSON-RPC endpoint of an agent", responses=_DOC)
-async def agent_endpoint(agent_id: str, request: Request, state: State, peer: Peer) -> JSONResponse:
-    """Receive an A2A ``SendMessage`` for a local agent from a signed peer (RFC 9421)."""
-    return await _dispatch(state, peer, request, "agents", agent_id)
+async def agent_endpoint(agent_id: str, request: Request, state: State, caller: Caller) -> Response:
+    """A2A 1.0 JSON-RPC for a local agent, from a signed peer or an API-key client."""
+    return await _dispatch(state, caller, request, ("agents", agent_id))
+
+
+@router.post("/a2a", summary="The instance's A2A JSON-RPC endpoint", responses=_DOC)
+async def instance_endpoint(request: Request, state: State, caller: Caller) -> Response:
+    """A2A 1.0 JSON-RPC for any local agent, named by ``tenant`` or the Confer metadata."""
+    return await _dispatch(state, caller, request, None)

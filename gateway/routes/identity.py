@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
 from gateway.routes import problems
+from gateway.services.identity import AGENT_FACTS_SERVICE_TYPE
 from gateway.store import users as users_store
 
 router = APIRouter(tags=["identity"])
@@ -19,15 +21,17 @@ DID_JSON = "application/did+json"
 _HEADERS = {"Cache-Control": "max-age=60", "Access-Control-Allow-Origin": "*"}
 
 
-def _document(doc: dict[str, Any], request: Request) -> Response:
-    """The document with a strong ETag; ``304 Not Modified`` when ``If-None-Match`` matches."""
-    body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
-    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+def _document(doc: dict[str, Any], request: Request | None = None) -> Response:
+    """The document with a strong ETag; ``If-None-Match`` on it gets 304 (RFC 9110 §13.1.2), so
+    peers revalidating their ``peer_agents`` cache do not download it again."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    etag = f'"{hashlib.sha256(canonical).hexdigest()[:32]}"'
     headers = {**_HEADERS, "ETag": etag}
-    candidates = [t.strip() for t in request.headers.get("if-none-match", "").split(",")]
-    if etag in candidates or "*" in candidates:
-        return Response(status_code=304, headers=headers)
-    return Response(body, media_type=DID_JSON, headers=headers)
+    if request is not None:
+        candidates = {t.strip() for t in request.headers.get("if-none-match", "").split(",")}
+        if etag in candidates or f"W/{etag}" in candidates:
+            return Response(status_code=304, headers=headers)
+    return JSONResponse(doc, media_type=DID_JSON, headers=headers)
 
 
 @router.get("/.well-known/did.json", summary="The instance DID document")
@@ -61,10 +65,18 @@ async def agent_did_document(agent_id: str, request: Request, state: State) -> R
     if agent is None:
         raise NotFoundError(f"no agent {agent_id!r}")
     identity = state.identity
-    return _document(
-        identity.did_document(agent.did, endpoint=identity.endpoint_for("agents", agent_id)),
-        request,
-    )
+    extra = []
+    if agent.is_public:  # NANDA AgentFacts, cached by peers in peer_agents.agent_facts_json
+        extra.append(
+            {
+                "id": f"{agent.did}#agentfacts",
+                "type": AGENT_FACTS_SERVICE_TYPE,
+                "serviceEndpoint": f"{identity.public_url}/agents/{agent_id}/agent-facts.json",
+            }
+        )
+    endpoint = identity.endpoint_for("agents", agent_id)
+    doc = identity.did_document(agent.did, endpoint=endpoint, extra_services=extra)
+    return _document(doc, request)
 
 
 @router.get("/healthz", summary="Liveness and database check", tags=["system"])

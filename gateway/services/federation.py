@@ -1,185 +1,352 @@
-"""Inbound A2A messages from verified peers: store, de-duplicate, deliver to local devices.
+"""Inbound A2A messages from verified callers: store, de-duplicate, open a task, notify.
 
-A2A 1.0 ``SendMessage`` (JSON-RPC binding) carries one Message; Confer stores it in the
-recipient's direct conversation with the peer, as ``sender_type = 'peer_agent'``, in one
-transaction with the inbox de-duplication row, the contact and the audit row.
+A2A 1.0 ``SendMessage`` (JSON-RPC binding) carries one Message. Confer stores it in the
+recipient's direct conversation with the caller — as ``sender_type = 'peer_agent'`` for a
+signed peer, as the key owner's ``user`` message (``via = 'api'``) for a stock client — in one
+transaction with the inbox de-duplication row, the contact, the A2A task and the audit row.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+import asyncpg
 
-from gateway.errors import FederationAuthError, RecipientNotFoundError
-from gateway.federation_auth import VerifiedPeer
+from a2a.protocol import SendMessageParams, agent_text_message
+from gateway.a2a_callers import A2ACaller
+from gateway.errors import (
+    ApiKeyScopeError,
+    FederationAuthError,
+    PeerBlockedError,
+    RecipientNotFoundError,
+)
 from gateway.ids import new_id
+from gateway.services import consent, policy
+from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
+from gateway.services.direct import api_conversation, peer_conversation
+from gateway.services.identity import Identity
+from gateway.services.tasks import Recipient
 from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
+from gateway.store import permissions as permissions_store
+from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
-from models import Message
+from gateway.store.tasks import TaskRow
+from models import Message, PermissionRow
 
 
-class A2APart(BaseModel):
-    """A2A 1.0 ``Part`` (only the members Confer reads; unknown members are ignored)."""
+async def resolve_recipient(conn: asyncpg.Connection, kind: str, name: str) -> Recipient:
+    """The local user (``kind == "users"``) or agent behind an endpoint.
 
-    model_config = ConfigDict(extra="allow")
-    text: str | None = None
-    data: Any = None
-
-
-class A2AMessage(BaseModel):
-    """A2A 1.0 ``Message`` (spec §4.5): id, context, role, parts, metadata."""
-
-    model_config = ConfigDict(extra="allow")
-    messageId: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    contextId: Annotated[str, StringConstraints(max_length=128)] | None = None
-    role: Literal["ROLE_USER", "ROLE_AGENT"]
-    parts: list[A2APart] = Field(min_length=1)
-    metadata: dict[str, Any] | None = None
+    Raises RecipientNotFoundError.
+    """
+    if kind == "users":
+        user = await users_store.get_user_by_username(conn, username=name)
+        if user is not None:
+            return Recipient(user.id, None, user.did)
+    else:
+        agent = await users_store.get_agent(conn, id=name)
+        if agent is not None:
+            return Recipient(agent.user_id, agent.id, agent.did)
+    raise RecipientNotFoundError(f"no {kind[:-1]} {name!r} here")
 
 
-class SendMessageParams(BaseModel):
-    """A2A 1.0 ``SendMessageRequest`` params."""
-
-    model_config = ConfigDict(extra="allow")
-    message: A2AMessage
-    configuration: dict[str, Any] | None = None
-
-
-def message_text(message: A2AMessage, max_chars: int) -> str:
-    """The message's text parts joined by newlines; ValueError when there is none or too much."""
-    text = "\n".join(p.text for p in message.parts if p.text)
-    if not text:
-        raise ValueError("the message has no text part")
-    if len(text) > max_chars:
-        raise ValueError(f"the message text exceeds {max_chars} characters")
-    return text
+async def recipient_for_did(
+    conn: asyncpg.Connection, identity: Identity, did: str | None
+) -> Recipient:
+    """The local user or agent with DID ``did``. Raises RecipientNotFoundError."""
+    subject = identity.local_subject(did) if did else None
+    if subject is None:
+        raise RecipientNotFoundError(f"{did!r} is not a user or agent of this instance")
+    return await resolve_recipient(conn, *subject)
 
 
-def _claimed_sender(message: A2AMessage) -> str | None:
-    confer = (message.metadata or {}).get("confer")
+async def admit(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> None:
+    """The door: may ``caller`` talk to ``r`` at all? Nothing is written when it may not.
+
+    A peer the recipient's owner marked ``blocked`` gets PeerBlockedError (403); an API key
+    outside its scope gets ApiKeyScopeError (403).
+    """
+    if caller.peer is not None:
+        settings = await contact_settings(conn, user_id=r.user_id, peer_id=caller.peer.peer.id)
+        if settings.trust_level == "blocked":
+            raise PeerBlockedError(f"{r.did} does not accept requests from {caller.origin}")
+    await check_api_key_scope(conn, caller, r)
+
+
+async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> None:
+    """API keys reach their owner's agents and public agents. Raises ApiKeyScopeError."""
+    if caller.api_key is None:
+        return
+    agent = await users_store.get_agent(conn, id=r.agent_id) if r.agent_id else None
+    if agent is None or not (agent.is_public or agent.user_id == caller.api_key.user_id):
+        raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
+
+
+def _claimed_sender(params: SendMessageParams) -> str | None:
+    confer = (params.message.metadata or {}).get("confer")
     sender = confer.get("sender") if isinstance(confer, dict) else None
     return sender if isinstance(sender, str) else None
 
 
-def _ack(params: SendMessageParams, local_id: str) -> dict[str, Any]:
-    """A2A ``SendMessageResponse`` ``{"message": …}`` acknowledging delivery."""
-    return {
-        "message": {
-            "messageId": new_id(),
-            "contextId": params.message.contextId or local_id,
-            "role": "ROLE_AGENT",
-            "parts": [{"data": {"status": "delivered", "messageId": local_id}}],
-        }
-    }
+def check_sender(caller: A2ACaller, params: SendMessageParams) -> None:
+    """A signed message may only claim the DID that signed it. Raises FederationAuthError."""
+    claimed = _claimed_sender(params)
+    if caller.peer is not None and claimed is not None and claimed != caller.peer.peer.did:
+        raise FederationAuthError(
+            "signature_sender_mismatch",
+            f"signed by {caller.peer.keyid} but claims to be {claimed}",
+        )
 
 
 async def receive_message(
     state: AppState,
-    peer: VerifiedPeer,
-    *,
-    kind: Literal["users", "agents"],
-    name: str,
+    caller: A2ACaller,
+    recipient: Recipient,
     params: SendMessageParams,
     text: str,
     ip: str | None,
-) -> dict[str, Any]:
-    """Store a verified peer's message for the local user or agent ``kind/name``.
+) -> tuple[TaskRow, bool]:
+    """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
-    Idempotent on (peer DID, ``messageId``): a retry returns the first answer and stores
-    nothing new. Raises RecipientNotFoundError and FederationAuthError (sender mismatch).
+    A signed peer writing to an agent meets the agent's policy (:mod:`gateway.services.policy`):
+    allow stores and delivers (``TASK_STATE_COMPLETED``), deny stores nothing
+    (``TASK_STATE_REJECTED``), ask holds the message for the owner's consent
+    (``TASK_STATE_AUTH_REQUIRED``). Returns ``(task, created)``; idempotent on (caller,
+    ``messageId``): a retry returns the first task and stores nothing new.
     """
-    claimed = _claimed_sender(params.message)
-    if claimed is not None and claimed != peer.peer.did:
-        raise FederationAuthError(
-            "signature_sender_mismatch", f"signed by {peer.keyid} but claims to be {claimed}"
-        )
     remote_id = params.message.messageId
     async with state.pool.acquire() as conn, conn.transaction():
-        owner_id: str | None = None
-        agent_id: str | None = None
-        if kind == "users":
-            user = await users_store.get_user_by_username(conn, username=name)
-            owner_id = user.id if user else None
-        else:
-            agent = await users_store.get_agent(conn, id=name)
-            owner_id, agent_id = (agent.user_id, agent.id) if agent else (None, None)
-        if owner_id is None:
-            raise RecipientNotFoundError(f"no {kind[:-1]} {name!r} here")
-        await conv_store.lock_direct_pair(conn, f"inbox:{peer.peer.did}:{remote_id}")
-        existing = await federation_store.get_inbox(
-            conn, origin_did=peer.peer.did, remote_message_id=remote_id
-        )
+        await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
+        existing = await _retried(conn, caller, remote_id)
         if existing is not None:
-            return _ack(params, existing)
-        conversation_id = await _direct_conversation(conn, owner_id, agent_id, peer.peer.id)
-        message = await messages_store.insert_message(
-            conn,
-            id=new_id(),
-            conversation_id=conversation_id,
-            sender_type="peer_agent",
-            sender_id=peer.peer.id,
-            sender_did=peer.peer.did,
-            content=text,
-        )
-        await conv_store.touch_conversation(conn, conversation_id=conversation_id)
-        await federation_store.insert_inbox(
-            conn, origin_did=peer.peer.did, remote_message_id=remote_id, message_id=message.id
-        )
-        await peers_store.upsert_contact(
-            conn, user_id=owner_id, peer_id=peer.peer.id, alias=None, added_via="inbound"
-        )
-        await audit_store.insert_audit(
-            conn,
-            action="federation.inbound",
-            user_id=owner_id,
-            details={
-                "method": "SendMessage",
-                "peer": peer.peer.did,
-                "keyid": peer.keyid,
-                "remote_message_id": remote_id,
-                "message_id": message.id,
-            },
-            ip_address=ip,
-        )
-    _push(state, owner_id, message)
-    return _ack(params, message.id)
+            return existing, False
+        verdict = await _verdict(conn, caller, recipient, params, text)
+        request: tuple[PermissionRow, Message] | None = None
+        pushes: list[tuple[list[str], Message]] = []
+        if verdict is None or verdict.effect == "allow":
+            message, notify = await _store_message(conn, caller, recipient, text)
+            await federation_store.insert_inbox(
+                conn, origin_did=caller.origin, remote_message_id=remote_id, message_id=message.id
+            )
+            task = await _open_task(state, conn, caller, recipient, params, message, None)
+            pushes.append((notify, message))
+        elif verdict.effect == "deny":
+            task = await _open_task(state, conn, caller, recipient, params, None, None)
+        else:
+            task, request = await _hold_for_consent(
+                state, conn, caller, recipient, params, text, verdict
+            )
+        await _audit_inbound(conn, caller, recipient, task, verdict, ip)
+    if request is not None:
+        consent.publish_request(state, recipient.user_id, *request)
+    for users, message in pushes:
+        state.hub.publish(users, MESSAGE_CREATED, message.model_dump(mode="json"))
+    return task, True
 
 
-async def _direct_conversation(conn: Any, owner_id: str, agent_id: str | None, peer_id: str) -> str:
-    """The owner's direct conversation with the peer (created on first contact)."""
-    type_ = "direct_agent_agent" if agent_id else "direct_user_user"
-    await conv_store.lock_direct_pair(conn, f"{type_}:{owner_id}:peer_agent:{peer_id}")
-    existing = await conv_store.find_direct_conversation(
-        conn, type=type_, user_id=owner_id, other=("peer_agent", peer_id)
+async def _retried(conn: asyncpg.Connection, caller: A2ACaller, remote_id: str) -> TaskRow | None:
+    task = await tasks_store.get_task_by_remote(
+        conn, caller=caller.ref, remote_message_id=remote_id
     )
-    if existing is not None:
-        return existing.id
-    conversation = await conv_store.insert_conversation(
-        conn, type=type_, name=None, created_by=owner_id
+    if task is not None:
+        return task
+    existing = await federation_store.get_inbox(
+        conn, origin_did=caller.origin, remote_message_id=remote_id
     )
-    if agent_id:
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("own_agent", agent_id)
+    return await tasks_store.get_task_by_message(conn, message_id=existing) if existing else None
+
+
+def requested_action(params: SendMessageParams) -> str:
+    """The policy action a message asks for: ``metadata.confer.action``, default ``ask``."""
+    confer = (params.message.metadata or {}).get("confer")
+    action = confer.get("action") if isinstance(confer, dict) else None
+    return action if action in policy.LEVELS else policy.DEFAULT_ACTION
+
+
+async def _verdict(
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
+) -> policy.Verdict | None:
+    """The agent's policy verdict for a signed peer; None where no agent policy applies."""
+    if caller.peer is None or recipient.agent_id is None:
+        return None
+    agent = await users_store.get_agent(conn, id=recipient.agent_id)
+    assert agent is not None
+    peer = caller.peer.peer
+    settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
+    action = requested_action(params)
+    verdict = policy.evaluate(
+        agent.policies,
+        settings.overrides,
+        trust_level=settings.trust_level,
+        peer_did=peer.did,
+        action=action,
+        text=text,
+    )
+    if verdict.effect == "ask" and verdict.level == "L2":
+        grant = await permissions_store.find_grant(
+            conn, user_id=recipient.user_id, peer_id=peer.id, action=action
         )
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", owner_id), role="observer"
-        )
+        if grant is not None:
+            verdict = policy.Verdict("allow", verdict.level, f"allow_always {grant.id}")
+    await audit_store.insert_audit(
+        conn,
+        action="policy.evaluated",
+        user_id=recipient.user_id,
+        details={"peer": peer.did, "action": action, **dataclasses.asdict(verdict)},
+    )
+    return verdict
+
+
+async def _hold_for_consent(
+    state: AppState,
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
+    verdict: policy.Verdict,
+) -> tuple[TaskRow, tuple[PermissionRow, Message]]:
+    assert caller.peer is not None
+    peer = caller.peer.peer
+    conversation_id = await peer_conversation(conn, recipient, peer.id)
+    await peers_store.upsert_contact(
+        conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+    )
+    task_id = new_id()
+    permission, message = await consent.request_consent(
+        conn,
+        state,
+        recipient=recipient,
+        peer=peer,
+        verdict=verdict,
+        action=requested_action(params),
+        text=text,
+        task_id=task_id,
+        conversation_id=conversation_id,
+    )
+    task = await _open_task(
+        state, conn, caller, recipient, params, None, permission.id, task_id=task_id
+    )
+    return task, (permission, message)
+
+
+async def _audit_inbound(
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    task: TaskRow,
+    verdict: policy.Verdict | None,
+    ip: str | None,
+) -> None:
+    await audit_store.insert_audit(
+        conn,
+        action="federation.inbound",
+        user_id=recipient.user_id,
+        details={
+            "method": "SendMessage",
+            "caller": caller.ref,
+            "keyid": caller.peer.keyid if caller.peer else None,
+            "remote_message_id": task.remote_message_id,
+            "message_id": task.message_id,
+            "task_id": task.id,
+            "state": task.state,
+            "policy": verdict.effect if verdict else None,
+        },
+        ip_address=ip,
+    )
+
+
+_STATUS = {
+    "TASK_STATE_COMPLETED": "Delivered.",
+    "TASK_STATE_REJECTED": "Refused by the recipient's policy.",
+    "TASK_STATE_AUTH_REQUIRED": "Waiting for the owner's consent.",
+}
+
+
+async def _open_task(
+    state: AppState,
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    message: Message | None,
+    permission_id: str | None,
+    *,
+    task_id: str | None = None,
+) -> TaskRow:
+    task_id = task_id or new_id()
+    if message is not None:
+        task_state = "TASK_STATE_COMPLETED"
     else:
-        await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", owner_id), role="admin"
-        )
-    await conv_store.insert_participant(
-        conn, conversation_id=conversation.id, who=("peer_agent", peer_id)
+        task_state = "TASK_STATE_AUTH_REQUIRED" if permission_id else "TASK_STATE_REJECTED"
+    context_id = params.message.contextId or (message.conversation_id if message else task_id)
+    incoming = params.message.model_dump(exclude_none=True)
+    incoming.update(taskId=task_id, contextId=context_id)
+    data: dict[str, Any] = {"status": task_state.removeprefix("TASK_STATE_").lower()}
+    if message is not None:
+        data["messageId"] = message.id
+    status = agent_text_message(
+        _STATUS[task_state], message_id=new_id(), context_id=context_id, task_id=task_id, data=data
     )
-    return conversation.id
+    return await tasks_store.insert_task(
+        conn,
+        id=task_id,
+        user_id=recipient.user_id,
+        agent_id=recipient.agent_id,
+        caller=caller.ref,
+        context_id=context_id,
+        state=task_state,
+        message_id=message.id if message else None,
+        history=[incoming],
+        status_message=status,
+        permission_id=permission_id,
+        remote_message_id=params.message.messageId,
+        now=state.clock.now(),
+    )
 
 
-def _push(state: AppState, user_id: str, message: Message) -> None:
-    state.hub.publish([user_id], MESSAGE_CREATED, message.model_dump(mode="json"))
+async def _store_message(
+    conn: asyncpg.Connection, caller: A2ACaller, recipient: Recipient, text: str
+) -> tuple[Message, list[str]]:
+    """Insert the message in the right conversation; returns it and the local users to notify."""
+    if caller.peer is not None:
+        peer = caller.peer.peer
+        conversation_id = await peer_conversation(conn, recipient, peer.id)
+        sender: dict[str, Any] = {
+            "sender_type": "peer_agent",
+            "sender_id": peer.id,
+            "sender_did": peer.did,
+        }
+        settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
+        await peers_store.upsert_contact(
+            conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+        )
+        notify = [] if settings.muted else [recipient.user_id]  # muted: stored, not notified
+    else:
+        assert caller.api_key is not None and recipient.agent_id is not None
+        owner = await users_store.get_user(conn, id=caller.api_key.user_id)
+        assert owner is not None
+        conversation_id = await api_conversation(conn, owner.id, recipient)
+        sender = {"sender_type": "user", "sender_id": owner.id, "sender_did": owner.did}
+        notify = [owner.id, recipient.user_id]
+    message = await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=conversation_id,
+        content=text,
+        via=None if caller.peer else "api",
+        **sender,
+    )
+    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    return message, notify

@@ -8,6 +8,7 @@ Source: did:web §3.1–3.2, DID Core §5.2, Multikey.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -25,6 +26,7 @@ from gateway.ids import new_id
 from gateway.store import keys as keys_store
 
 A2A_SERVICE_TYPE = "A2AService"
+AGENT_FACTS_SERVICE_TYPE = "AgentFacts"
 FEDERATION = "federation"
 ACCESS_TOKEN = "access_token"
 
@@ -80,7 +82,9 @@ class Identity:
         """The A2A JSON-RPC endpoint URL of a local user or agent."""
         return f"{self.public_url}/{kind}/{quote(name, safe='')}/a2a"
 
-    def did_document(self, did: str, *, endpoint: str | None) -> dict[str, Any]:
+    def did_document(
+        self, did: str, *, endpoint: str | None, extra_services: Sequence[dict[str, Any]] = ()
+    ) -> dict[str, Any]:
         """The DID document for ``did`` (the instance or one of its subjects).
 
         Lists every federation key not yet removed (retired ones included, so signatures made
@@ -91,6 +95,7 @@ class Identity:
             services.append(
                 {"id": f"{did}#a2a", "type": A2A_SERVICE_TYPE, "serviceEndpoint": endpoint}
             )
+        services.extend(extra_services)
         return build_did_document(
             did,
             [(k.fragment, k.public_key) for k in self.federation_keys],

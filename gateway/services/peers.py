@@ -8,6 +8,8 @@ refetch (key rotation), at most once per ``refetch_interval`` per DID.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,14 +18,16 @@ import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from did.document import DIDDocument
-from did.errors import DIDDocumentError, DIDKeyError
+from did.errors import DIDDocumentError, DIDError, DIDKeyError
 from did.keys import ed25519_public_to_jwk, jwk_to_ed25519_public
 from did.resolver import DIDResolver
 from did.web import did_to_url, split_did_url
 from gateway.clock import Clock
-from gateway.services.identity import A2A_SERVICE_TYPE
+from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE
 from gateway.store import peers as peers_store
 from models import PeerAgentRow
+
+log = logging.getLogger(__name__)
 
 
 def _authentication_keys(document: DIDDocument) -> dict[str, Any]:
@@ -43,12 +47,16 @@ def _endpoint(did: str, document: DIDDocument, allow_http: bool) -> str:
     endpoint = document.service_endpoint(A2A_SERVICE_TYPE)
     if not endpoint:
         raise DIDDocumentError(f"{did} has no {A2A_SERVICE_TYPE} service endpoint")
-    expected = urlsplit(did_to_url(did, allow_http=allow_http))
-    actual = urlsplit(endpoint)
     # The endpoint must live on the DID's own origin: a document may not point us elsewhere.
-    if (actual.scheme, actual.netloc) != (expected.scheme, expected.netloc):
+    if not _same_origin(did, endpoint, allow_http):
         raise DIDDocumentError(f"{did}: A2A endpoint {endpoint!r} is not on the DID's origin")
     return endpoint
+
+
+def _same_origin(did: str, url: str, allow_http: bool) -> bool:
+    expected = urlsplit(did_to_url(did, allow_http=allow_http))
+    actual = urlsplit(url)
+    return (actual.scheme, actual.netloc) == (expected.scheme, expected.netloc)
 
 
 def find_key(peer: PeerAgentRow, keyid: str) -> Ed25519PublicKey | None:
@@ -86,6 +94,7 @@ class PeerDirectory:
         self._ttl = timedelta(seconds=ttl)
         self._refetch_interval = timedelta(seconds=refetch_interval)
         self._allow_http = allow_http
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
         """The peer for ``did``, fetched or revalidated when stale (or ``force``).
@@ -94,9 +103,20 @@ class PeerDirectory:
         """
         async with self._pool.acquire() as conn:
             cached = await peers_store.get_peer_by_did(conn, did=did)
-        now = self._clock.now()
-        if cached and not force and now - cached.fetched_at < self._ttl:
+        if cached and not force and self._clock.now() - cached.fetched_at < self._ttl:
             return cached
+        # Single flight per DID: concurrent requests wait for one fetch instead of each
+        # revalidating the same stale entry.
+        lock = self._locks.setdefault(did, asyncio.Lock())
+        async with lock:
+            async with self._pool.acquire() as conn:
+                fresh = await peers_store.get_peer_by_did(conn, did=did)
+            if fresh and (cached is None or fresh.fetched_at > cached.fetched_at):
+                return fresh  # another request refreshed it while we waited
+            return await self._fetch(did, fresh)
+
+    async def _fetch(self, did: str, cached: PeerAgentRow | None) -> PeerAgentRow:
+        now = self._clock.now()
         result = await self._resolver.resolve(did, etag=cached.etag if cached else None)
         async with self._pool.acquire() as conn:
             if result.not_modified and cached is not None:
@@ -105,16 +125,38 @@ class PeerDirectory:
             document = result.document
             if document is None:
                 raise DIDDocumentError(f"{did}: 304 Not Modified without a cached document")
+        endpoint = _endpoint(did, document, self._allow_http)
+        facts = await self._agent_facts(did, document)
+        if facts is None:
+            facts = cached.agent_facts_json if cached else {}
+        label = facts.get("label") if isinstance(facts, dict) else None
+        async with self._pool.acquire() as conn:
             return await peers_store.upsert_peer(
                 conn,
                 did=did,
-                name=cached.name if cached else None,
-                endpoint=_endpoint(did, document, self._allow_http),
+                name=label[:128] if isinstance(label, str) else (cached.name if cached else None),
+                endpoint=endpoint,
                 public_key_json=_authentication_keys(document),
-                agent_facts_json=_facts(cached),
+                agent_facts_json=facts,
                 etag=result.etag,
                 fetched_at=now,
             )
+
+    async def _agent_facts(self, did: str, document: DIDDocument) -> dict[str, Any] | None:
+        """The peer's NANDA AgentFacts when its document lists them on its own origin.
+
+        None when it lists none or the fetch fails: AgentFacts are self-asserted extras and
+        never block resolution (protocols brief §5.4).
+        """
+        url = document.service_endpoint(AGENT_FACTS_SERVICE_TYPE)
+        if not url or not _same_origin(did, url, self._allow_http):
+            return None
+        try:
+            facts = await self._resolver.fetch_json(url)
+        except DIDError as exc:
+            log.info("AgentFacts of %s not fetched: %s", did, exc)
+            return None
+        return facts if facts.get("id") in (None, did) else None
 
     async def authentication_key(self, keyid: str) -> tuple[PeerAgentRow, Ed25519PublicKey]:
         """The peer behind the DID URL ``keyid`` and its key, authorised for authentication.

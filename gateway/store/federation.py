@@ -54,13 +54,19 @@ async def insert_outbox(
 
 
 async def claim_due(
-    conn: asyncpg.Connection, *, now: datetime, lease: timedelta, limit: int
+    conn: asyncpg.Connection,
+    *,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+    probe_interval: timedelta = timedelta(minutes=10),
 ) -> list[OutboxRow]:
     """Lease the oldest pending delivery of each destination whose retry time has come.
 
     Only the head of each destination's queue is eligible, so one request is in flight per
     destination and deliveries to it keep their order. A lease that lapses (a crashed worker)
-    makes the row eligible again.
+    makes the row eligible again. A parked destination only gets a probe once per
+    ``probe_interval`` (its ``parked_at`` is moved on by each probe).
     """
     records = await conn.fetch(
         """WITH heads AS (
@@ -73,6 +79,9 @@ async def claim_due(
            FROM heads h
            WHERE o.id = h.id AND h.next_attempt_at <= $1
              AND (o.leased_until IS NULL OR o.leased_until < $1)
+             AND NOT EXISTS (SELECT 1 FROM federation_destinations d
+                             WHERE d.destination = o.destination
+                               AND d.parked_at > $1 - $4::interval)
              AND o.delivered_at IS NULL AND o.failed_at IS NULL
              AND o.id IN (SELECT id FROM heads ORDER BY next_attempt_at LIMIT $3)
            RETURNING o.id, o.destination, o.endpoint, o.sender_did, o.peer_id, o.message_id,
@@ -80,6 +89,7 @@ async def claim_due(
         now,
         lease,
         limit,
+        probe_interval,
     )
     return [OutboxRow(**dict(r)) for r in records]
 
@@ -171,3 +181,72 @@ async def purge_nonces(conn: asyncpg.Connection, *, now: datetime) -> int:
     """Delete nonces whose signatures can no longer be accepted; returns how many."""
     status = await conn.execute("DELETE FROM signature_nonces WHERE expires_at < $1", now)
     return int(status.split()[-1])
+
+
+def outbox_id() -> str:
+    """A fresh id for callers that need it before inserting."""
+    return new_id()
+
+
+async def record_destination_failure(
+    conn: asyncpg.Connection, *, destination: str, now: datetime, error: str
+) -> int:
+    """Count one more consecutive failure of ``destination``; returns the count."""
+    value = await conn.fetchval(
+        """INSERT INTO federation_destinations (destination, failures, failing_since, last_error,
+                                                updated_at)
+           VALUES ($1, 1, $2, $3, $2)
+           ON CONFLICT (destination) DO UPDATE SET
+             failures = federation_destinations.failures + 1,
+             failing_since = COALESCE(federation_destinations.failing_since,
+                                      EXCLUDED.failing_since),
+             last_error = EXCLUDED.last_error, updated_at = EXCLUDED.updated_at
+           RETURNING failures""",
+        destination,
+        now,
+        error[:1000],
+    )
+    return int(value)
+
+
+async def park_destination(conn: asyncpg.Connection, *, destination: str, now: datetime) -> None:
+    """Stop regular attempts to ``destination``; the next probe is due a probe interval later."""
+    await conn.execute(
+        """UPDATE federation_destinations SET parked_at = $2, updated_at = $2
+           WHERE destination = $1""",
+        destination,
+        now,
+    )
+
+
+async def clear_destination(conn: asyncpg.Connection, *, destination: str, now: datetime) -> bool:
+    """Mark ``destination`` healthy and unparked; True when it was failing or parked.
+
+    Its pending deliveries become due at once, so a recovered peer is caught up right away.
+    """
+    cleared = await conn.fetchval(
+        """UPDATE federation_destinations
+           SET failures = 0, failing_since = NULL, parked_at = NULL, updated_at = $2
+           WHERE destination = $1 AND (failures > 0 OR parked_at IS NOT NULL) RETURNING 1""",
+        destination,
+        now,
+    )
+    if cleared is None:
+        return False
+    await conn.execute(
+        """UPDATE federation_outbox SET next_attempt_at = $2
+           WHERE destination = $1 AND delivered_at IS NULL AND failed_at IS NULL
+             AND next_attempt_at > $2""",
+        destination,
+        now,
+    )
+    await conn.execute("SELECT pg_notify('confer_outbox', $1)", destination)
+    return True
+
+
+async def get_destination(conn: asyncpg.Connection, *, destination: str) -> dict[str, Any] | None:
+    """The health row of ``destination``, or None."""
+    record = await conn.fetchrow(
+        "SELECT * FROM federation_destinations WHERE destination = $1", destination
+    )
+    return dict(record) if record else None

@@ -42,3 +42,48 @@ async def insert_key_if_none(
         fragment,
         private_key,
     )
+
+
+async def retire_active_key(conn: asyncpg.Connection, *, purpose: str, now: datetime) -> None:
+    """Stop signing with the active key of ``purpose`` (it stays listed until removed)."""
+    await conn.execute(
+        "UPDATE instance_keys SET retired_at = $2 WHERE purpose = $1 AND retired_at IS NULL",
+        purpose,
+        now,
+    )
+
+
+async def insert_key(
+    conn: asyncpg.Connection, *, id: str, purpose: str, fragment: str, private_key: bytes
+) -> None:
+    """Insert a new active key (the previous one must be retired first)."""
+    await conn.execute(
+        """INSERT INTO instance_keys (id, purpose, fragment, private_key)
+           VALUES ($1, $2, $3, $4)""",
+        id,
+        purpose,
+        fragment,
+        private_key,
+    )
+
+
+async def remove_key(
+    conn: asyncpg.Connection, *, purpose: str, fragment: str, now: datetime
+) -> bool:
+    """Unlist a retired key from DID documents (it stops verifying); False if none matched."""
+    status = await conn.execute(
+        """UPDATE instance_keys SET removed_at = $3
+           WHERE purpose = $1 AND fragment = $2 AND retired_at IS NOT NULL
+             AND removed_at IS NULL""",
+        purpose,
+        fragment,
+        now,
+    )
+    return status.endswith(" 1")
+
+
+async def count_fragments(conn: asyncpg.Connection, *, purpose: str) -> int:
+    """How many keys ``purpose`` ever had (removed ones included), to name the next one."""
+    return int(
+        await conn.fetchval("SELECT count(*) FROM instance_keys WHERE purpose = $1", purpose)
+    )

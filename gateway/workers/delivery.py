@@ -8,8 +8,13 @@ sleeps until the next retry is due.
 Outcome of one attempt (Mastodon/Matrix practice, DESIGN "Lessons"):
 - 2xx with a JSON-RPC ``result`` → delivered.
 - connection errors, 5xx, 401, 408, 429 → retry with exponential backoff (1 s doubling, capped
-  at 10 minutes; ``Retry-After`` honoured), up to ``delivery_max_attempts``, then failed.
+  at 10 minutes; ``Retry-After`` honoured).
 - other 4xx, or a JSON-RPC ``error`` → failed for good.
+
+A destination that fails ``delivery_park_after_failures`` times in a row (or whose head row
+reached ``delivery_max_attempts``) is parked: its deliveries stay queued, in order, and only a
+probe is sent every ``delivery_probe_seconds``. It resumes at once when a probe succeeds or when
+the peer contacts us (any verified inbound request from it, :func:`resume_destination`).
 Every attempt leaves an ``audit_log`` row (``federation.outbound``).
 """
 
@@ -21,6 +26,7 @@ import json
 import logging
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -114,7 +120,13 @@ class DeliveryWorker:
         self._wake.clear()
         lease = timedelta(seconds=self._settings.outbound_timeout_seconds * 2 + 5)
         async with self._pool.acquire() as conn:
-            rows = await store.claim_due(conn, now=self._clock.now(), lease=lease, limit=50)
+            rows = await store.claim_due(
+                conn,
+                now=self._clock.now(),
+                lease=lease,
+                limit=50,
+                probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds),
+            )
         if rows:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return bool(rows)
@@ -150,22 +162,44 @@ class DeliveryWorker:
             outcome, reason = "retry", f"{type(exc).__name__}: {exc}"
         await self._record(row, outcome, reason, retry_after)
 
+    async def _retry_or_park(
+        self,
+        conn: asyncpg.Connection,
+        row: store.OutboxRow,
+        reason: str,
+        retry_after: float | None,
+    ) -> tuple[str, str]:
+        """Schedule a retry, or park the destination when it keeps failing."""
+        now = self._clock.now()
+        failures = await store.record_destination_failure(
+            conn, destination=row.destination, now=now, error=reason
+        )
+        settings = self._settings
+        if failures >= settings.delivery_park_after_failures or (
+            row.attempts >= settings.delivery_max_attempts
+        ):
+            await store.park_destination(conn, destination=row.destination, now=now)
+            await store.mark_retry(conn, id=row.id, next_attempt_at=now, error=reason)
+            return "parked", reason
+        delay = backoff_seconds(row.attempts, retry_after)
+        await store.mark_retry(
+            conn, id=row.id, next_attempt_at=now + timedelta(seconds=delay), error=reason
+        )
+        return "retry", reason
+
     async def _record(
         self, row: store.OutboxRow, outcome: str, reason: str, retry_after: float | None
     ) -> None:
         now = self._clock.now()
-        if outcome == "retry" and row.attempts >= self._settings.delivery_max_attempts:
-            outcome, reason = "failed", f"gave up after {row.attempts} attempts: {reason}"
         async with self._pool.acquire() as conn, conn.transaction():
-            if outcome == "delivered":
+            if outcome == "retry":
+                outcome, reason = await self._retry_or_park(conn, row, reason, retry_after)
+            elif outcome == "delivered":
                 await store.mark_delivered(conn, id=row.id, now=now)
-            elif outcome == "retry":
-                delay = backoff_seconds(row.attempts, retry_after)
-                await store.mark_retry(
-                    conn, id=row.id, next_attempt_at=now + timedelta(seconds=delay), error=reason
-                )
+                await store.clear_destination(conn, destination=row.destination, now=now)
             else:
                 await store.mark_failed(conn, id=row.id, now=now, error=reason)
+                await store.clear_destination(conn, destination=row.destination, now=now)
             await audit_store.insert_audit(
                 conn,
                 action="federation.outbound",
@@ -178,3 +212,10 @@ class DeliveryWorker:
                     "reason": reason,
                 },
             )
+
+
+async def resume_destination(pool: asyncpg.Pool, clock: Clock, endpoint: str) -> bool:
+    """A peer reached us: unpark its destination and send what is queued for it now."""
+    destination = urlsplit(endpoint).netloc.lower()
+    async with pool.acquire() as conn, conn.transaction():
+        return await store.clear_destination(conn, destination=destination, now=clock.now())

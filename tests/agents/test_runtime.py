@@ -261,7 +261,8 @@ async def test_a_task_interrupted_by_a_restart_is_retried(
     finally:
         await conn.close()
     llm_server.fake.hang = False
-    async with run_instance(database_url, llm_providers=providers) as instance:
+    port = int(alice.instance.base_url.rsplit(":", 1)[1])  # same public URL, same DIDs
+    async with run_instance(database_url, port=port, llm_providers=providers) as instance:
         login = await instance.client.post(
             "/v1/auth/login", json={"username": "alice", "password": "correct horse battery"}
         )

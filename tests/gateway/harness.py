@@ -131,10 +131,10 @@ async def serve(app: Any, port: int) -> AsyncIterator[None]:
 
 @contextlib.asynccontextmanager
 async def run_instance(
-    database_url: str, *, clock: Clock | None = None, **overrides: Any
+    database_url: str, *, clock: Clock | None = None, port: int | None = None, **overrides: Any
 ) -> AsyncIterator[Instance]:
-    """Serve Confer with uvicorn on a free loopback port until the block exits."""
-    port = free_port()
+    """Serve Confer with uvicorn on ``port`` (default: a free loopback port) until exit."""
+    port = port or free_port()
     settings = loopback_settings(database_url, port, **overrides)
     app = create_app(settings, clock=clock)
     base_url = f"http://localhost:{port}"

@@ -36,12 +36,14 @@ async def test_a_valid_signed_message_is_stored_and_pushed(setup) -> None:
             "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
         )
         assert response.status_code == 200, response.text
-        result = response.json()["result"]["message"]
+        task = response.json()["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        result = task["status"]["message"]
         assert result["role"] == "ROLE_AGENT"
         event = await next_event(ws, "message.created")
     assert event["data"]["content"] == "psst"
     assert event["data"]["sender_did"] == peer.did
-    assert result["parts"][0]["data"]["messageId"] == event["data"]["id"]
+    assert result["parts"][1]["data"]["messageId"] == event["data"]["id"]
 
 
 async def test_a_retry_with_the_same_message_id_is_deduplicated(setup) -> None:
@@ -53,7 +55,7 @@ async def test_a_retry_with_the_same_message_id_is_deduplicated(setup) -> None:
             "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
         )
         assert response.status_code == 200
-        answers.append(response.json()["result"]["message"]["parts"][0]["data"]["messageId"])
+        answers.append(response.json()["result"]["task"]["id"])
     assert len(set(answers)) == 1
     assert await count(b, "SELECT count(*) FROM messages") == 1
 

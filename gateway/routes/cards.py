@@ -1,0 +1,71 @@
+"""Agent Cards (``/.well-known/agent-card.json``) and NANDA AgentFacts, with ETag caching."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from gateway.deps import State
+from gateway.errors import NotFoundError
+from gateway.services import cards
+from gateway.store import public_agents as store
+from models import Agent
+
+router = APIRouter(tags=["federation"])
+
+
+def _cached(request: Request, document: dict[str, Any]) -> Response:
+    """200 with ETag + Cache-Control, or 304 when ``If-None-Match`` matches (RFC 9110 §13.1.2)."""
+    tag = cards.etag(document)
+    headers = {
+        "ETag": tag,
+        "Cache-Control": cards.CARD_CACHE_CONTROL,
+        "Access-Control-Allow-Origin": "*",
+    }
+    candidates = {t.strip() for t in request.headers.get("if-none-match", "").split(",")}
+    if tag in candidates or tag.removeprefix("W/") in candidates or "*" in candidates:
+        return Response(status_code=304, headers=headers)
+    return JSONResponse(document, headers=headers)
+
+
+async def _public_agent(state: State, agent_id: str) -> Agent:
+    async with state.pool.acquire() as conn:
+        agent = await store.get_public_agent(conn, id=agent_id)
+    if agent is None:
+        raise NotFoundError(f"no public agent {agent_id!r}")
+    return agent
+
+
+@router.get("/.well-known/agent-card.json", summary="The instance's A2A Agent Card")
+async def instance_card(request: Request, state: State) -> Response:
+    """A2A 1.0 card of the instance: ``/a2a`` reaches every public agent (one skill each)."""
+    async with state.pool.acquire() as conn:
+        ids = await store.list_public_agent_ids(conn)
+        agents = [a for a in [await store.get_public_agent(conn, id=i) for i in ids] if a]
+    max_age = state.settings.signature_max_age_seconds
+    return _cached(request, cards.instance_card(state.identity, agents, max_age=max_age))
+
+
+@router.get(
+    "/agents/{agent_id}/.well-known/agent-card.json",
+    summary="A public agent's A2A Agent Card",
+    responses={404: {"description": "No such public agent"}},
+)
+async def agent_card(agent_id: str, request: Request, state: State) -> Response:
+    """A2A 1.0 card of a public agent (its JSON-RPC interface, skills, auth)."""
+    agent = await _public_agent(state, agent_id)
+    max_age = state.settings.signature_max_age_seconds
+    return _cached(request, cards.agent_card(state.identity, agent, max_age=max_age))
+
+
+@router.get(
+    "/agents/{agent_id}/agent-facts.json",
+    summary="A public agent's NANDA AgentFacts",
+    responses={404: {"description": "No such public agent"}},
+)
+async def agent_facts(agent_id: str, request: Request, state: State) -> Response:
+    """NANDA AgentFacts (agentfacts-format v1) of a public agent."""
+    agent = await _public_agent(state, agent_id)
+    return _cached(request, cards.agent_facts(state.identity, agent))

@@ -1,0 +1,316 @@
+"""Consent that travels: permission requests, the owner's decisions, and their answers.
+
+When policy says *ask*, the peer's request waits in ``TASK_STATE_AUTH_REQUIRED`` with a pending
+``permissions`` row; the owner gets a ``permission_request`` message and a
+``permission.requested`` event. The decision (``allow_once | allow_always | deny`` with scope
+``peer | peer_action | global``) resolves the task: allow delivers the held message and the
+task completes; deny (or expiry) rejects it. Either way the agent answers the requester with a
+signed message through the outbox, so the approval or refusal reaches the other instance.
+Every step is audited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from a2a.protocol import agent_text_message
+from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
+from gateway.ids import new_id
+from gateway.services.conversations import MESSAGE_CREATED, send_message_params
+from gateway.services.policy import Verdict
+from gateway.services.tasks import Recipient
+from gateway.state import AppState
+from gateway.store import audit as audit_store
+from gateway.store import conversations as conv_store
+from gateway.store import federation as federation_store
+from gateway.store import messages as messages_store
+from gateway.store import peers as peers_store
+from gateway.store import permissions as store
+from gateway.store import tasks as tasks_store
+from gateway.store import users as users_store
+from gateway.store.tasks import TaskRow
+from models import Message, PeerAgentRow, PermissionRow, User
+
+PERMISSION_REQUESTED = "permission.requested"
+PERMISSION_DECIDED = "permission.decided"
+
+
+@dataclass
+class Outcome:
+    """What to push once the transaction commits."""
+
+    owner_id: str
+    permission: PermissionRow
+    task: TaskRow | None = None
+    messages: list[Message] = field(default_factory=list)
+
+
+def permission_json(permission: PermissionRow) -> dict[str, Any]:
+    """The event payload of a permission."""
+    return permission.model_dump(mode="json")
+
+
+async def request_consent(
+    conn: asyncpg.Connection,
+    state: AppState,
+    *,
+    recipient: Recipient,
+    peer: PeerAgentRow,
+    verdict: Verdict,
+    action: str,
+    text: str,
+    task_id: str,
+    conversation_id: str,
+) -> tuple[PermissionRow, Message]:
+    """Open a pending request and post its ``permission_request`` message (in ``conn``'s tx)."""
+    expires_at = state.clock.now() + timedelta(seconds=state.settings.permission_ttl_seconds)
+    scope = {
+        "agent_id": recipient.agent_id,
+        "agent_did": recipient.did,
+        "task_id": task_id,
+        "conversation_id": conversation_id,
+        "text": text[:1000],
+        "reason": verdict.reason,
+    }
+    permission = await store.insert_permission(
+        conn,
+        id=new_id(),
+        user_id=recipient.user_id,
+        peer_id=peer.id,
+        action=action,
+        scope=scope,
+        level=verdict.level,
+        requested_by=peer.id,
+        expires_at=expires_at,
+    )
+    message = await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=conversation_id,
+        sender_type="system",
+        sender_id=permission.id,
+        sender_did=None,
+        content_type="permission_request",
+        content=f"{peer.name or peer.did} asks to {action} ({verdict.level}): {text[:200]}",
+        content_json={
+            "permission_id": permission.id,
+            "peer_did": peer.did,
+            "action": action,
+            "level": verdict.level,
+            "task_id": task_id,
+            "expires_at": expires_at.isoformat(),
+        },
+    )
+    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    await audit_store.insert_audit(
+        conn,
+        action="permission.requested",
+        user_id=recipient.user_id,
+        details={"permission_id": permission.id, "peer": peer.did, "level": verdict.level},
+    )
+    return permission, message
+
+
+def publish_request(
+    state: AppState, owner_id: str, permission: PermissionRow, msg: Message
+) -> None:
+    """Tell the owner's devices about a new request."""
+    state.hub.publish([owner_id], MESSAGE_CREATED, msg.model_dump(mode="json"))
+    state.hub.publish([owner_id], PERMISSION_REQUESTED, permission_json(permission))
+
+
+def _publish(state: AppState, outcome: Outcome) -> None:
+    for message in outcome.messages:
+        state.hub.publish([outcome.owner_id], MESSAGE_CREATED, message.model_dump(mode="json"))
+    state.hub.publish([outcome.owner_id], PERMISSION_DECIDED, permission_json(outcome.permission))
+    if outcome.task is not None:
+        state.task_events.publish(outcome.task)
+
+
+async def list_permissions(
+    pool: asyncpg.Pool, user: User, *, pending_only: bool, limit: int
+) -> list[PermissionRow]:
+    """The user's permission requests, newest first."""
+    async with pool.acquire() as conn:
+        return await store.list_permissions(
+            conn, user_id=user.id, pending_only=pending_only, limit=limit
+        )
+
+
+async def decide(
+    state: AppState, user: User, permission_id: str, decision: str, scope: str | None
+) -> PermissionRow:
+    """The owner's decision. Raises PermissionNotFoundError, PermissionDecidedError, and
+    PermissionExpiredError (the request expired: it is resolved as denied)."""
+    now = state.clock.now()
+    async with state.pool.acquire() as conn, conn.transaction():
+        permission = await store.get_permission(conn, id=permission_id, user_id=user.id)
+        if permission is None:
+            raise PermissionNotFoundError(f"no permission request {permission_id}")
+        if permission.decision != "pending":
+            raise PermissionDecidedError(f"already decided: {permission.decision}")
+        expired = permission.expires_at is not None and permission.expires_at <= now
+        if not expired:
+            if decision == "allow_always":
+                scope = scope or "peer_action"
+            outcome = await _resolve(conn, state, permission, decision, scope, user.id)
+    if expired:
+        await expire(state, permission_id)
+        raise PermissionExpiredError("the request expired before the decision; it was denied")
+    _publish(state, outcome)
+    return outcome.permission
+
+
+async def expire(state: AppState, permission_id: str) -> bool:
+    """Resolve one pending, expired request as denied; False when it was not pending."""
+    async with state.pool.acquire() as conn, conn.transaction():
+        permission = await store.get_permission_by_id(conn, id=permission_id)
+        if permission is None or permission.decision != "pending":
+            return False
+        outcome = await _resolve(conn, state, permission, "deny", None, None)
+    _publish(state, outcome)
+    return True
+
+
+async def expire_due(state: AppState) -> int:
+    """Deny every pending request past its ``expires_at``; returns how many."""
+    async with state.pool.acquire() as conn:
+        due = await store.list_expired(conn, now=state.clock.now(), limit=100)
+    return sum([await expire(state, permission_id) for permission_id in due])
+
+
+async def _resolve(
+    conn: asyncpg.Connection,
+    state: AppState,
+    permission: PermissionRow,
+    decision: str,
+    scope: str | None,
+    decided_by: str | None,
+) -> Outcome:
+    now = state.clock.now()
+    decided = await store.decide_permission(
+        conn,
+        id=permission.id,
+        decision=decision,
+        decision_scope=scope,
+        decided_by=decided_by,
+        now=now,
+    )
+    if decided is None:
+        raise PermissionDecidedError("already decided")
+    outcome = Outcome(owner_id=permission.user_id, permission=decided)
+    task = await tasks_store.get_task_by_permission(conn, permission_id=permission.id)
+    peer = await peers_store.get_peer(conn, id=permission.peer_id or "")
+    if task is not None and peer is not None and task.state == "TASK_STATE_AUTH_REQUIRED":
+        outcome.task, outcome.messages = await _settle(conn, state, decided, task, peer)
+    await audit_store.insert_audit(
+        conn,
+        action="permission.decided",
+        user_id=permission.user_id,
+        details={
+            "permission_id": permission.id,
+            "decision": decision,
+            "scope": scope,
+            "expired": decided_by is None,
+            "task_id": task.id if task else None,
+        },
+    )
+    return outcome
+
+
+async def _settle(
+    conn: asyncpg.Connection,
+    state: AppState,
+    permission: PermissionRow,
+    task: TaskRow,
+    peer: PeerAgentRow,
+) -> tuple[TaskRow, list[Message]]:
+    """Deliver or refuse the held request, and queue the agent's answer to the requester."""
+    scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
+    conversation_id = scope["conversation_id"]
+    messages: list[Message] = []
+    allowed = permission.decision in ("allow_once", "allow_always")
+    delivered_id = None
+    if allowed:
+        text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
+        delivered = await messages_store.insert_message(
+            conn,
+            id=new_id(),
+            conversation_id=conversation_id,
+            sender_type="peer_agent",
+            sender_id=peer.id,
+            sender_did=peer.did,
+            content=text,
+        )
+        await federation_store.insert_inbox(
+            conn,
+            origin_did=peer.did,
+            remote_message_id=task.remote_message_id or delivered.id,
+            message_id=delivered.id,
+        )
+        messages.append(delivered)
+        delivered_id = delivered.id
+        answer = "Approved: your request was delivered."
+    elif permission.decided_by is None:
+        answer = "Refused: the request expired without an answer."
+    else:
+        answer = "Refused: the owner declined your request."
+    status = agent_text_message(
+        answer,
+        message_id=new_id(),
+        context_id=task.context_id,
+        task_id=task.id,
+        data={"decision": permission.decision, "messageId": delivered_id},
+    )
+    settled = await tasks_store.update_task_state(
+        conn,
+        id=task.id,
+        state="TASK_STATE_COMPLETED" if allowed else "TASK_STATE_REJECTED",
+        status_message=status,
+        now=state.clock.now(),
+        message_id=delivered_id,
+        from_states=("TASK_STATE_AUTH_REQUIRED",),
+    )
+    assert settled is not None
+    messages.append(await _answer(conn, scope, peer, answer, settled, permission.decision))
+    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    return settled, messages
+
+
+async def _answer(
+    conn: asyncpg.Connection,
+    scope: dict[str, Any],
+    peer: PeerAgentRow,
+    text: str,
+    task: TaskRow,
+    decision: str | None,
+) -> Message:
+    """The agent's signed answer to the requester: stored, and queued in the outbox."""
+    agent = await users_store.get_agent(conn, id=scope["agent_id"])
+    assert agent is not None
+    message = await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="own_agent",
+        sender_id=agent.id,
+        sender_did=agent.did,
+        content=text,
+    )
+    payload = send_message_params(message, sender_name=agent.name, recipient_did=peer.did)
+    payload["message"]["metadata"]["confer"].update(taskId=task.id, decision=decision)
+    await federation_store.insert_outbox(
+        conn,
+        destination=urlsplit(peer.endpoint).netloc.lower(),
+        endpoint=peer.endpoint,
+        sender_did=agent.did,
+        peer_id=peer.id,
+        message_id=message.id,
+        payload=payload,
+    )
+    return message

@@ -1,0 +1,98 @@
+"""``peer_contacts`` beyond add-and-list: read, update, remove, settings for the door check.
+
+The data model gives ``peer_contacts`` no trust column, so a contact's trust level travels in
+``policy_overrides_json`` next to its policy overrides:
+``{"trust_level": "blocked" | "unknown" | "known" | "trusted", "default": …, "rules": […]}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from gateway.ids import new_id
+from models import PeerAgentRow, PeerContactRow
+
+_UPDATABLE = ("alias", "tags", "pinned", "muted", "policy_overrides_json")
+
+
+def _pair(record: asyncpg.Record) -> tuple[PeerContactRow, PeerAgentRow]:
+    return (
+        PeerContactRow.model_validate(record["contact"]),
+        PeerAgentRow.model_validate(record["peer"]),
+    )
+
+
+async def get_contact(
+    conn: asyncpg.Connection, *, id: str, user_id: str
+) -> tuple[PeerContactRow, PeerAgentRow] | None:
+    """The user's contact ``id`` with its peer, or None."""
+    record = await conn.fetchrow(
+        """SELECT to_jsonb(c) AS contact, to_jsonb(p) AS peer FROM peer_contacts c
+           JOIN peer_agents p ON p.id = c.peer_id WHERE c.id = $1 AND c.user_id = $2""",
+        id,
+        user_id,
+    )
+    return _pair(record) if record else None
+
+
+async def get_contact_for_peer(
+    conn: asyncpg.Connection, *, user_id: str, peer_id: str
+) -> PeerContactRow | None:
+    """The user's contact entry for ``peer_id``, or None."""
+    record = await conn.fetchrow(
+        "SELECT * FROM peer_contacts WHERE user_id = $1 AND peer_id = $2", user_id, peer_id
+    )
+    return PeerContactRow.model_validate(dict(record)) if record else None
+
+
+async def save_contact(
+    conn: asyncpg.Connection,
+    *,
+    user_id: str,
+    peer_id: str,
+    added_via: str,
+    fields: dict[str, Any],
+) -> PeerContactRow:
+    """Insert the contact, or update ``fields`` (columns of ``_UPDATABLE``) of an existing one."""
+    existing = await get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id)
+    if existing is None:
+        await conn.execute(
+            """INSERT INTO peer_contacts (id, user_id, peer_id, added_via) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (user_id, peer_id) DO NOTHING""",
+            new_id(),
+            user_id,
+            peer_id,
+            added_via,
+        )
+        existing = await get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id)
+        assert existing is not None
+    if fields:
+        updated = await update_contact(conn, id=existing.id, user_id=user_id, fields=fields)
+        assert updated is not None
+        return updated
+    return existing
+
+
+async def update_contact(
+    conn: asyncpg.Connection, *, id: str, user_id: str, fields: dict[str, Any]
+) -> PeerContactRow | None:
+    """Set the given columns (only those of ``_UPDATABLE``); None when there is no such contact."""
+    columns = [c for c in fields if c in _UPDATABLE]
+    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+    query = (
+        f"UPDATE peer_contacts SET {assignments} WHERE id = $1 AND user_id = $2 RETURNING *"
+        if columns
+        else "SELECT * FROM peer_contacts WHERE id = $1 AND user_id = $2"
+    )
+    record = await conn.fetchrow(query, id, user_id, *(fields[c] for c in columns))
+    return PeerContactRow.model_validate(dict(record)) if record else None
+
+
+async def delete_contact(conn: asyncpg.Connection, *, id: str, user_id: str) -> bool:
+    """Remove the user's contact ``id``; False when there was none."""
+    status = await conn.execute(
+        "DELETE FROM peer_contacts WHERE id = $1 AND user_id = $2", id, user_id
+    )
+    return status.endswith(" 1")
