@@ -21,9 +21,11 @@ from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
-from gateway.routes import auth, conversations, events, federation, identity
+from gateway.routes import admin, agents, auth, conversations, events, federation, identity, me
 from gateway.services.accounts import Accounts
+from gateway.services.encryption import Keyring
 from gateway.services.identity import load_identity
+from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -52,6 +54,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
     clock = clock or Clock()
+    keyring = Keyring.from_setting(settings.encryption_keys)  # ValueError: a clear startup error
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -66,6 +69,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 public_url=settings.public_url,
                 signature_window=settings.signature_window_seconds,
             )
+            await check_stored_keys(pool, keyring)
             resolver = DIDResolver(
                 http,
                 allow_http=settings.allow_http_dids,
@@ -86,7 +90,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     allow_http=settings.allow_http_dids,
                 ),
                 hub=EventHub(settings.ws_queue_size),
+                keyring=keyring,
             )
+            await app.state.confer.accounts.bootstrap_admins()
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
             try:
@@ -104,7 +110,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         description=DESCRIPTION,
         lifespan=lifespan,
         openapi_tags=[
-            {"name": "accounts", "description": "Register, log in, sessions."},
+            {"name": "accounts", "description": "Register, log in, sessions, profile, keys."},
+            {"name": "agents", "description": "Your own agents and the provider catalog."},
+            {"name": "admin", "description": "Instance administration (admins only)."},
             {"name": "conversations", "description": "Contacts, conversations, messages."},
             {"name": "identity", "description": "did:web DID documents."},
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
@@ -113,6 +121,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, identity, federation, events):
+    for module in (auth, me, agents, admin, conversations, identity, federation, events):
         app.include_router(module.router)
     return app

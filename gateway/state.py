@@ -10,6 +10,7 @@ import httpx
 from gateway.clock import Clock
 from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
+from gateway.services.encryption import Keyring
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
@@ -27,3 +28,4 @@ class AppState:
     accounts: Accounts
     peers: PeerDirectory
     hub: EventHub
+    keyring: Keyring

@@ -12,12 +12,12 @@ from pydantic import Field, StringConstraints
 
 from .base import ConferModel, Timestamp, Ulid
 from .messages import Message
+from .users import UserPreferences
 
-Username = Annotated[
-    str,
-    StringConstraints(min_length=2, max_length=64, pattern=r"^[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$"),
-]
-"""Lower-case ASCII letters, digits, ``.``, ``_`` and ``-``; it becomes part of the user's DID."""
+Username = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+"""At most 64 characters here; ``gateway.services.usernames`` applies the rest (stored form:
+lower-case ASCII letters, digits, ``.``, ``_`` and ``-``, as it becomes part of the user's DID;
+look-alikes of existing names are refused as taken, invisible characters with 422)."""
 
 Password = Annotated[str, StringConstraints(min_length=8, max_length=1024)]
 DID = Annotated[str, StringConstraints(min_length=9, max_length=255, pattern=r"^did:")]
@@ -51,6 +51,11 @@ class UserPublic(ConferModel):
     did: str
     agent_did: str | None = None
     created_at: Timestamp
+    email: str | None = None
+    phone: str | None = None
+    avatar_url: str | None = None
+    preferences: UserPreferences | None = None
+    is_admin: bool = False
 
 
 class TokenPublic(ConferModel):
@@ -59,6 +64,11 @@ class TokenPublic(ConferModel):
     access_token: str
     token_type: Literal["bearer"] = "bearer"
     expires_in: int = Field(description="Seconds until the access token expires.")
+    refresh_token: str = Field(
+        description="Single-use token for POST /v1/auth/refresh; store it securely."
+    )
+    refresh_expires_in: int = Field(description="Seconds the refresh token stays usable.")
+    session_id: Ulid = Field(description="This device session (see GET /v1/me/sessions).")
     user: UserPublic
 
 

@@ -1,0 +1,1 @@
+"""The own-agent runtime (DESIGN: context assembly, LLM providers, compaction)."""
