@@ -127,7 +127,8 @@ async def touch_session(conn: asyncpg.Connection, *, id: str, now: datetime) -> 
     """Record activity, at most once a minute per session (keeps authentication read-mostly)."""
     await conn.execute(
         """UPDATE sessions SET last_active_at = $2 WHERE id = $1
-           AND (last_active_at IS NULL OR last_active_at < $2 - interval '60 seconds')""",
+           AND (last_active_at IS NULL
+                OR last_active_at < $2::timestamptz - interval '60 seconds')""",
         id,
         now,
     )
