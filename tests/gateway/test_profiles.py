@@ -52,7 +52,10 @@ async def test_patch_me_normalises_and_merges(instance: Instance) -> None:
         ({"preferences": {"timezone": "Mars/Olympus"}}, ["body", "preferences", "timezone"]),
         ({"preferences": {"language": "English!"}}, ["body", "preferences", "language"]),
         ({"preferences": {"theme": "dark"}}, ["body", "preferences", "theme"]),
-        ({"preferences": {"privacy": {"share": True}}}, ["body", "preferences", "privacy", "share"]),
+        (
+            {"preferences": {"privacy": {"share": True}}},
+            ["body", "preferences", "privacy", "share"],
+        ),
         ({"avatar_url": "javascript:alert(1)"}, ["body", "avatar_url"]),
         ({"username": "bob"}, ["body", "username"]),
     ],

@@ -36,9 +36,7 @@ async def _me(instance: Instance, token: str) -> int:
 
 
 async def _refresh(instance: Instance, refresh_token: str) -> tuple[int, dict]:
-    response = await instance.client.post(
-        "/v1/auth/refresh", json={"refresh_token": refresh_token}
-    )
+    response = await instance.client.post("/v1/auth/refresh", json={"refresh_token": refresh_token})
     return response.status_code, response.json()
 
 
@@ -170,9 +168,7 @@ async def test_token_attacks_are_401(instance: Instance) -> None:
         "other issuer": sign(_claims(instance, pair, iss="did:web:evil.example")),
     }
     for name, token in attacks.items():
-        response = await instance.client.get(
-            "/v1/me", headers={"Authorization": f"Bearer {token}"}
-        )
+        response = await instance.client.get("/v1/me", headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 401, name
         assert response.json()["code"] == "token_invalid", name
     await instance.client.post(
