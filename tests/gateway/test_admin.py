@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -176,7 +177,8 @@ async def test_cli_create_admin(instance: Instance) -> None:
         "CONFER_PUBLIC_URL": instance.settings.public_url,
         "PATH": "/usr/bin:/bin",
     }
-    result = subprocess.run(
+    result = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "gateway", "create-admin", "alice"],
         env=env,
         capture_output=True,
