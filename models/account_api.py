@@ -178,6 +178,26 @@ class SessionPublic(ConferModel):
 class SessionList(ConferModel):
     """The caller's live sessions, newest first."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {
+                            "id": _ULID,
+                            "device_id": "pixel-8",
+                            "platform": "android",
+                            "created_at": _TIME,
+                            "last_active_at": _TIME,
+                            "expires_at": "2026-12-30T09:15:00Z",
+                            "current": True,
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
     items: list[SessionPublic]
 
 
@@ -266,6 +286,10 @@ class LLMKeyPublic(ConferModel):
 
 class LLMKeyList(ConferModel):
     """The caller's stored LLM and tool provider keys (metadata only)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [{"provider": "openai", "set_at": _TIME}]}]}
+    )
 
     items: list[LLMKeyPublic]
 

@@ -10,30 +10,42 @@ from .base import ConferModel, Timestamp, Ulid
 
 _ULID = "01J9Z8Q6X3V5N2K7M4R1T0W8YC"
 _TIME = "2026-11-30T09:15:00Z"
+_USER = {
+    "id": _ULID,
+    "username": "alice",
+    "display_name": "Alice",
+    "email": "alice@example.org",
+    "phone": None,
+    "did": "did:web:confer.example:users:alice",
+    "created_at": _TIME,
+    "deleted_at": None,
+    "disabled_at": None,
+    "disabled_reason": None,
+    "is_admin": False,
+}
+_SESSION = {
+    "id": _ULID,
+    "user_id": _ULID,
+    "device_id": "laptop",
+    "platform": "web",
+    "created_at": _TIME,
+    "last_active_at": _TIME,
+    "expires_at": _TIME,
+}
+_AUDIT = {
+    "id": _ULID,
+    "user_id": _ULID,
+    "action": "auth.login_failed",
+    "details": {"username": "alice"},
+    "ip_address": "203.0.113.7",
+    "created_at": _TIME,
+}
 
 
 class AdminUserPublic(ConferModel):
     """A user as an admin sees it: contact data and account state, never secrets."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": _ULID,
-                    "username": "alice",
-                    "display_name": "Alice",
-                    "email": "alice@example.org",
-                    "phone": None,
-                    "did": "did:web:confer.example:users:alice",
-                    "created_at": _TIME,
-                    "deleted_at": None,
-                    "disabled_at": None,
-                    "disabled_reason": None,
-                    "is_admin": False,
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"examples": [_USER]})
 
     id: Ulid
     username: str
@@ -51,6 +63,10 @@ class AdminUserPublic(ConferModel):
 class AdminUserPage(ConferModel):
     """Users, newest first; pass ``next_before`` as ``before`` for the next page."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_USER], "next_before": None}]}
+    )
+
     items: list[AdminUserPublic]
     next_before: Ulid | None = None
 
@@ -66,21 +82,7 @@ class DisableCreate(ConferModel):
 class AdminSessionPublic(ConferModel):
     """A live device session of any user."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": _ULID,
-                    "user_id": _ULID,
-                    "device_id": "laptop",
-                    "platform": "web",
-                    "created_at": _TIME,
-                    "last_active_at": _TIME,
-                    "expires_at": _TIME,
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"examples": [_SESSION]})
 
     id: Ulid
     user_id: Ulid
@@ -94,26 +96,15 @@ class AdminSessionPublic(ConferModel):
 class AdminSessionList(ConferModel):
     """Live sessions, newest first."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_SESSION]}]})
+
     items: list[AdminSessionPublic]
 
 
 class AuditEntryPublic(ConferModel):
     """One ``audit_log`` row."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": _ULID,
-                    "user_id": _ULID,
-                    "action": "auth.login_failed",
-                    "details": {"username": "alice"},
-                    "ip_address": "203.0.113.7",
-                    "created_at": _TIME,
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"examples": [_AUDIT]})
 
     id: Ulid
     user_id: str | None = None
@@ -125,6 +116,10 @@ class AuditEntryPublic(ConferModel):
 
 class AuditPage(ConferModel):
     """Audit rows, newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_AUDIT], "next_before": None}]}
+    )
 
     items: list[AuditEntryPublic]
     next_before: Ulid | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from .base import ConferModel, Timestamp, Ulid
 from .messages import Message
@@ -20,11 +20,38 @@ lower-case ASCII letters, digits, ``.``, ``_`` and ``-``, as it becomes part of 
 look-alikes of existing names are refused as taken, invisible characters with 422)."""
 
 Password = Annotated[str, StringConstraints(min_length=8, max_length=1024)]
+_USER_EXAMPLE = {
+    "id": "01J9Z8Q6X3V5N2K7M4R1T0W8YB",
+    "username": "alice",
+    "display_name": "Alice",
+    "did": "did:web:confer.example:users:alice",
+    "agent_did": "did:web:confer.example:agents:01J9Z8Q6X3V5N2K7M4R1T0W8YC",
+    "created_at": "2026-11-30T09:15:00Z",
+    "email": "alice@example.org",
+    "phone": None,
+    "avatar_url": None,
+    "preferences": {
+        "language": "en",
+        "timezone": "UTC",
+        "notification": {"push": True, "email": False},
+        "privacy": {"allow_offline_response": False},
+    },
+    "is_admin": False,
+}
+
 DID = Annotated[str, StringConstraints(min_length=9, max_length=255, pattern=r"^did:")]
 
 
 class RegisterCreate(ConferModel):
     """``POST /v1/auth/register``: create an account (and its DID and main agent)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"username": "alice", "password": "correct horse battery", "device_id": "laptop"}
+            ]
+        }
+    )
 
     username: Username
     password: Password
@@ -36,6 +63,19 @@ class RegisterCreate(ConferModel):
 class LoginCreate(ConferModel):
     """``POST /v1/auth/login``: exchange a username and password for an access token."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "username": "alice",
+                    "password": "correct horse battery",
+                    "device_id": "pixel-8",
+                    "platform": "android",
+                }
+            ]
+        }
+    )
+
     username: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "default"
@@ -44,6 +84,8 @@ class LoginCreate(ConferModel):
 
 class UserPublic(ConferModel):
     """A local user as the API shows it (never the password hash or LLM keys)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_USER_EXAMPLE]})
 
     id: Ulid
     username: str
@@ -60,6 +102,22 @@ class UserPublic(ConferModel):
 
 class TokenPublic(ConferModel):
     """An access token (a JWT for ``Authorization: Bearer``) and who it belongs to."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "access_token": "eyJhbGciOiJFZERTQSIsImtpZCI6ImtleS0xIn0.…",
+                    "token_type": "bearer",
+                    "expires_in": 900,
+                    "refresh_token": "01J9Z8Q6X3V5N2K7M4R1T0W8YC.q3Jx…",
+                    "refresh_expires_in": 2592000,
+                    "session_id": "01J9Z8Q6X3V5N2K7M4R1T0W8YC",
+                    "user": _USER_EXAMPLE,
+                }
+            ]
+        }
+    )
 
     access_token: str
     token_type: Literal["bearer"] = "bearer"
