@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 
@@ -11,8 +12,20 @@ from tests.gateway.harness import Instance, run_instance
 
 PASSWORD = "correct horse battery"
 UNLIMITED = {"rate_limit_login_ip": "100000/minute", "rate_limit_login_account": "100000/minute"}
-ROUNDS = 20
+# Parity comes from the code path (one argon2 verification with the instance's parameters
+# whatever the case), not from the parameters; a lighter hash keeps CPU-contention noise on a
+# busy CI machine well under the bound. bench/login_latency.py measures the production ones.
+LIGHT = {"argon2_time_cost": 2, "argon2_memory_kib": 16384, "argon2_parallelism": 1}
+ROUNDS = 30
 BOUND_SECONDS = 0.020
+TRIM = 0.2  # drop the slowest and fastest 20 % of each case: scheduler noise, not the code
+
+
+def trimmed_mean(values: list[float]) -> float:
+    """Mean of the middle of ``values`` (a 20 % trimmed mean, robust to CPU contention)."""
+    ordered = sorted(values)
+    cut = int(len(ordered) * TRIM)
+    return statistics.mean(ordered[cut : len(ordered) - cut])
 
 
 async def _hash(instance: Instance, username: str) -> str:
@@ -66,7 +79,7 @@ async def _timed_login(instance: Instance, username: str, password: str) -> tupl
 
 
 async def test_unknown_deleted_and_wrong_password_are_alike(database_url: str) -> None:
-    async with run_instance(database_url, **UNLIMITED) as instance:
+    async with run_instance(database_url, **UNLIMITED, **LIGHT) as instance:
         await instance.register("alice", PASSWORD)
         bob = await instance.register("bob", PASSWORD)
         assert (await bob.request("DELETE", "/v1/me", json={"password": PASSWORD})).status_code
@@ -79,14 +92,17 @@ async def test_unknown_deleted_and_wrong_password_are_alike(database_url: str) -
             await _timed_login(instance, username, password)
         times: dict[str, list[float]] = {name: [] for name in cases}
         bodies = []
+        order = list(cases)
         for _ in range(ROUNDS):
-            for name, (username, password) in cases.items():
+            random.shuffle(order)  # no case always runs first (warm caches) or last
+            for name in order:
+                username, password = cases[name]
                 elapsed, body = await _timed_login(instance, username, password)
                 times[name].append(elapsed)
                 bodies.append(body)
     assert all(body == bodies[0] for body in bodies)
     assert bodies[0]["code"] == "invalid_credentials"
-    means = {name: statistics.mean(values) for name, values in times.items()}
+    means = {name: trimmed_mean(values) for name, values in times.items()}
     spread = max(means.values()) - min(means.values())
     print(
         "login 401 mean ms:",

@@ -129,3 +129,17 @@ async def test_delete_me_is_soft_and_keeps_the_name_reserved(instance: Instance)
         )
     assert row["deleted_at"] is not None and row["password_hash"] is None
     assert row["email"] is None and sessions == 0 and audit == "127.0.0.1"
+
+
+async def test_messages_of_a_deleted_user_remain(instance: Instance) -> None:
+    alice = await instance.register("alice", PASSWORD)
+    bob = await instance.register("bob", PASSWORD)
+    conversation = await alice.direct_with(bob.did)
+    await alice.send(conversation["id"], "hello bob")
+    bob_view = (await bob.request("GET", "/v1/conversations")).json()[0]
+    await bob.send(bob_view["id"], "bye alice")
+    assert (await bob.request("DELETE", "/v1/me", json={"password": PASSWORD})).status_code == 204
+    history = await alice.request("GET", f"/v1/conversations/{conversation['id']}/messages")
+    items = history.json()["items"]
+    assert [m["content"] for m in items] == ["bye alice", "hello bob"]
+    assert items[0]["sender_did"] == bob.did
