@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import ConfigDict, Field, JsonValue, StringConstraints
+from pydantic.config import JsonDict
 
 from .base import ConferModel, Timestamp, Ulid
 
 _ULID = "01J9Z8Q6X3V5N2K7M4R1T0W8YC"
 _TIME = "2026-11-30T09:15:00Z"
-_USER = {
+_USER: JsonDict = {
     "id": _ULID,
     "username": "alice",
     "display_name": "Alice",
@@ -23,7 +24,7 @@ _USER = {
     "disabled_reason": None,
     "is_admin": False,
 }
-_SESSION = {
+_SESSION: JsonDict = {
     "id": _ULID,
     "user_id": _ULID,
     "device_id": "laptop",
@@ -32,7 +33,7 @@ _SESSION = {
     "last_active_at": _TIME,
     "expires_at": _TIME,
 }
-_AUDIT = {
+_AUDIT: JsonDict = {
     "id": _ULID,
     "user_id": _ULID,
     "action": "auth.login_failed",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
 
 from .base import ConferModel, Timestamp, Ulid
 from .messages import Message
@@ -20,7 +21,7 @@ lower-case ASCII letters, digits, ``.``, ``_`` and ``-``, as it becomes part of 
 look-alikes of existing names are refused as taken, invisible characters with 422)."""
 
 Password = Annotated[str, StringConstraints(min_length=8, max_length=1024)]
-_USER_EXAMPLE = {
+_USER_EXAMPLE: JsonDict = {
     "id": "01J9Z8Q6X3V5N2K7M4R1T0W8YB",
     "username": "alice",
     "display_name": "Alice",

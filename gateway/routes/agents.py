@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from gateway.deps import Current, State
@@ -30,7 +32,9 @@ AGENT_EXAMPLE = {
     "capabilities": [{"type": "qa", "scope": ["papers"], "languages": ["en"]}],
     "is_public": False,
 }
-_OK = {200: {"content": {"application/json": {"example": AGENT_EXAMPLE}}}}
+_OK: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/json": {"example": AGENT_EXAMPLE}}}
+}
 
 
 @router.get("/v1/agents/me", summary="My main agent", responses={**_OK, **problems(401, 404)})

@@ -30,9 +30,10 @@ async def ensure_admin(
         user = await users_store.get_user_by_username(conn, username=username)
     generated = None
     if user is None:
-        generated = None if password else secrets.token_urlsafe(18)
+        if password is None:
+            password = generated = secrets.token_urlsafe(18)
         accounts = Accounts(pool, identity, Clock(), settings)
-        data = RegisterCreate(username=username, password=password or generated, device_id="cli")
+        data = RegisterCreate(username=username, password=password, device_id="cli")
         token = await accounts.register(data, ip=None)
         user_id = token.user.id
     else:

@@ -176,3 +176,30 @@ async def test_token_attacks_are_401(instance: Instance) -> None:
     )
     assert await _me(instance, pair["access_token"]) == 401  # revoked session
     assert await _me(instance, sign(_claims(instance, pair))) == 401
+
+
+async def test_security_actions_are_audited_with_the_client_ip(instance: Instance) -> None:
+    await instance.register("alice", PASSWORD)
+    a = await _login(instance, "a")
+    b = await _login(instance, "b")
+    c = await _login(instance, "c")
+    await _refresh(instance, c["refresh_token"])
+    await instance.client.post("/v1/auth/login", json={"username": "alice", "password": "nope"})
+    headers = {"Authorization": f"Bearer {a['access_token']}"}
+    await instance.client.delete(f"/v1/me/sessions/{b['session_id']}", headers=headers)
+    await instance.client.delete("/v1/me/sessions", headers=headers)
+    await instance.client.post("/v1/auth/logout", headers=headers)
+    async with instance.state.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT action, host(ip_address) AS ip FROM audit_log ORDER BY id")
+    actions = [r["action"] for r in rows]
+    for action in (
+        "user.registered",
+        "auth.login",
+        "auth.refresh",
+        "auth.login_failed",
+        "session.revoked",
+        "session.revoked_others",
+        "auth.logout",
+    ):
+        assert action in actions
+    assert {r["ip"] for r in rows} == {"127.0.0.1"}
