@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -164,3 +167,33 @@ async def test_startup_refuses_missing_or_wrong_keys(database_url: str) -> None:
         with pytest.raises(RuntimeError, match="CONFER_ENCRYPTION_KEYS"):
             async with app.router.lifespan_context(app):
                 pass
+
+
+async def _cli(instance: Instance, *args: str, keys: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "CONFER_DATABASE_URL": instance.settings.database_url or "",
+        "CONFER_PUBLIC_URL": instance.settings.public_url,
+        "CONFER_ENCRYPTION_KEYS": keys,
+        "PATH": "/usr/bin:/bin",
+    }
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "gateway", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_cli_rotates_and_refuses_without_the_old_key(instance: Instance) -> None:
+    alice = await instance.register("alice")
+    await _put(alice, "openai")
+    refused = await _cli(instance, "rotate-encryption-key", keys=K2)
+    assert refused.returncode == 1
+    assert "'k1'" in refused.stderr and "not in CONFER_ENCRYPTION_KEYS" in refused.stderr
+    done = await _cli(instance, "rotate-encryption-key", keys=f"{K2},{K1}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "re-encrypted 1 of 1 stored keys under 'k2'"
+    entry = await _cli(instance, "new-encryption-key", "k3", keys="")
+    assert Keyring.from_setting(entry.stdout.strip()).key_ids == ("k3",)
