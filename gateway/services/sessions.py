@@ -117,6 +117,7 @@ class DeviceSessions:
         """
         session_id = _session_id_of(refresh_token)
         presented = hash_refresh_token(refresh_token)
+        reused = False
         async with self._pool.acquire() as conn, conn.transaction():
             pair = await self._rotate(conn, session_id, presented, ip)
             if pair is None:
