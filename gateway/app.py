@@ -25,7 +25,9 @@ from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.hub import EventHub
 from gateway.routes import (
+    admin,
     agent_context,
+    agents,
     api_keys,
     auth,
     cards,
@@ -34,14 +36,17 @@ from gateway.routes import (
     events,
     federation,
     identity,
+    me,
     memory,
     permissions,
     project_memory,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
+from gateway.services.encryption import Keyring
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
+from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -72,6 +77,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     settings = settings or Settings()
     clock = clock or Clock()
     mcp_server, mcp_app = build_mcp(lambda: app.state.confer, settings)
+    keyring = Keyring.from_setting(settings.encryption_keys)  # ValueError: a clear startup error
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -87,6 +93,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 signature_window=settings.signature_window_seconds,
             )
             await check_public_url(pool, identity)
+            await check_stored_keys(pool, keyring)
             resolver = DIDResolver(
                 http,
                 allow_http=settings.allow_http_dids,
@@ -110,6 +117,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ),
                 hub=hub,
                 context=context,
+                keyring=keyring,
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (
@@ -120,6 +128,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 per_domain=settings.peer_rate_limit_domain,
                 per_agent=settings.peer_rate_limit_agent,
             )
+            await app.state.confer.accounts.bootstrap_admins()
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
             agents = AgentWorker(
@@ -147,7 +156,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         description=DESCRIPTION,
         lifespan=lifespan,
         openapi_tags=[
-            {"name": "accounts", "description": "Register, log in, sessions."},
+            {"name": "accounts", "description": "Register, log in, sessions, profile, keys."},
+            {"name": "agents", "description": "Your own agents and the provider catalog."},
+            {"name": "admin", "description": "Instance administration (admins only)."},
             {"name": "conversations", "description": "Contacts, conversations, messages."},
             {"name": "identity", "description": "did:web DID documents."},
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
@@ -159,6 +170,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     for module in (
         auth,
+        me,
+        agents,
+        admin,
         conversations,
         identity,
         federation,

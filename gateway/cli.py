@@ -1,4 +1,5 @@
-"""The ``confer`` command line (Typer): serve, migrate, show the instance DID."""
+"""The ``confer`` command line (Typer): serve, migrate, show the instance DID, create an admin,
+make and rotate encryption keys."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import uvicorn
 from gateway import cli_memory, migrations
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
-from gateway.errors import NotFoundError
+from gateway.errors import ConferError, NotFoundError
 from gateway.services import keys as keys_service
+from gateway.services.admin_bootstrap import ensure_admin
+from gateway.services.encryption import Keyring, generate_key_entry
 from gateway.services.identity import load_identity
+from gateway.services.llm_keys import reencrypt_all
 from gateway.settings import Settings
 
 T = TypeVar("T")
@@ -68,6 +72,59 @@ def did() -> None:
     asyncio.run(show())
 
 
+async def _with_pool(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+    url = database_url(settings)
+    await asyncio.to_thread(migrations.upgrade, url)
+    pool = await create_pool(url, min_size=1, max_size=2)
+    try:
+        return await work(pool)
+    finally:
+        await pool.close()
+
+
+@app.command("create-admin")
+def create_admin(
+    username: str = typer.Argument(..., help="Existing user to promote, or new user to create."),
+    password: str | None = typer.Option(
+        None, help="Create the user with this password if it does not exist (else prompted)."
+    ),
+) -> None:
+    """Make USERNAME an admin, creating the account first when it does not exist."""
+    settings = Settings()
+
+    async def work(pool: asyncpg.Pool) -> str:
+        identity = await load_identity(pool, public_url=settings.public_url)
+        return await ensure_admin(pool, identity, settings, username, password)
+
+    typer.echo(asyncio.run(_with_pool(settings, work)))
+
+
+@app.command("new-encryption-key")
+def new_encryption_key(
+    kid: str = typer.Argument(..., help="Key id, e.g. k2 (1-32 of A-Z a-z 0-9 _ -)."),
+) -> None:
+    """Print a fresh 'kid:base64' AES-256 key to put FIRST in CONFER_ENCRYPTION_KEYS."""
+    typer.echo(generate_key_entry(kid))
+
+
+@app.command("rotate-encryption-key")
+def rotate_encryption_key() -> None:
+    """Re-encrypt every stored LLM key under the first key of CONFER_ENCRYPTION_KEYS, in one
+    transaction (all or nothing). Afterwards the older keys can be removed from the setting."""
+    settings = Settings()
+    keyring = Keyring.from_setting(settings.encryption_keys)
+
+    async def work(pool: asyncpg.Pool) -> tuple[int, int]:
+        return await reencrypt_all(pool, keyring)
+
+    try:
+        changed, total = asyncio.run(_with_pool(settings, work))
+    except ConferError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"re-encrypted {changed} of {total} stored keys under {keyring.current_kid!r}")
+
+
 @app.command()
 def demo(
     port_a: int = typer.Option(8001, help="Port of instance A."),
@@ -94,23 +151,10 @@ keys_app = typer.Typer(help="Instance federation keys (did:web, RFC 9421): list,
 app.add_typer(keys_app, name="keys")
 
 
-def _with_pool(work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    async def run() -> T:
-        url = database_url(Settings())
-        await asyncio.to_thread(migrations.upgrade, url)
-        pool = await create_pool(url, min_size=1, max_size=2)
-        try:
-            return await work(pool)
-        finally:
-            await pool.close()
-
-    return asyncio.run(run())
-
-
 @keys_app.command("list")
 def keys_list() -> None:
     """Show the listed federation keys: fragment, created, retired."""
-    for row in _with_pool(keys_service.list_keys):
+    for row in asyncio.run(_with_pool(Settings(), keys_service.list_keys)):
         state = f"retired {row.retired_at:%Y-%m-%d %H:%M}" if row.retired_at else "active"
         typer.echo(f"{row.fragment}\t{row.created_at:%Y-%m-%d %H:%M}\t{state}")
 
@@ -118,7 +162,7 @@ def keys_list() -> None:
 @keys_app.command("rotate")
 def keys_rotate() -> None:
     """Add a new signing key; the old one keeps verifying until removed. Restart to sign."""
-    fragment = _with_pool(keys_service.rotate)
+    fragment = asyncio.run(_with_pool(Settings(), keys_service.rotate))
     typer.echo(f"new active key: #{fragment} (restart the gateway processes to sign with it)")
 
 
@@ -126,7 +170,7 @@ def keys_rotate() -> None:
 def keys_remove(fragment: str = typer.Argument(help="A retired key, e.g. key-1")) -> None:
     """Unlist a retired key from the DID documents: signatures made with it stop verifying."""
     try:
-        _with_pool(lambda pool: keys_service.remove(pool, fragment))
+        asyncio.run(_with_pool(Settings(), lambda pool: keys_service.remove(pool, fragment)))
     except NotFoundError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc

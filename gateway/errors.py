@@ -156,6 +156,79 @@ class PreconditionRequiredError(ConferError):
     code, status, title = "precondition_required", 428, "Send If-Match with the version you read"
 
 
+class UsernameInvalidError(ValidationFailedError):
+    """A username breaks the rules of ``gateway.services.usernames`` (422, names the field)."""
+
+    title = "The username cannot be used"
+
+    def __init__(self, detail: str, *, field: str = "username") -> None:
+        super().__init__(
+            detail, errors=[{"loc": ["body", field], "msg": detail, "type": "username_invalid"}]
+        )
+
+
+class FieldInvalidError(ValidationFailedError):
+    """One field (``loc`` as pydantic gives it: ``["body", "email"]``) holds a value the service
+    refuses (422, same shape as pydantic's errors)."""
+
+    def __init__(self, loc: list[str | int], detail: str, kind: str = "value_error") -> None:
+        path = ".".join(str(p) for p in loc)
+        super().__init__(
+            f"invalid fields: {path}: {detail}",
+            errors=[{"loc": list(loc), "msg": detail, "type": kind}],
+        )
+
+
+class EmailTakenError(ConflictError):
+    code, title = "email_taken", "That email address belongs to another account"
+
+
+class PhoneTakenError(ConflictError):
+    code, title = "phone_taken", "That phone number belongs to another account"
+
+
+class RefreshTokenInvalidError(AuthenticationError):
+    code, title = "refresh_token_invalid", "The refresh token is not valid"
+
+
+class AccountDisabledError(ForbiddenError):
+    code, title = "account_disabled", "This account has been disabled by an administrator"
+
+
+class AdminRequiredError(ForbiddenError):
+    code, title = "admin_required", "Only administrators may do this"
+
+
+class RateLimitedError(ConferError):
+    """Too many attempts; ``Retry-After`` (RFC 9110 §10.2.3) says when to try again."""
+
+    code, status, title = "rate_limited", 429, "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: int) -> None:
+        super().__init__(detail, retry_after=retry_after)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class SessionNotFoundError(NotFoundError):
+    code, title = "session_not_found", "No such session"
+
+
+class LLMKeyNotFoundError(NotFoundError):
+    code, title = "llm_key_not_found", "No key is stored for that provider"
+
+
+class EncryptionNotConfiguredError(ConferError):
+    code, status = "encryption_not_configured", 503
+    title = "CONFER_ENCRYPTION_KEYS is not set; LLM keys cannot be stored"
+
+
+class EncryptionKeyError(ConferError):
+    """Stored ciphertext cannot be decrypted: its key id is unknown, or the key is wrong, or
+    the data was tampered with. An operator problem, never returned as garbage."""
+
+    code, status, title = "encryption_key_error", 500, "Stored secret cannot be decrypted"
+
+
 def problem(
     status: int, code: str, title: str, detail: str, instance: str, **extra: Any
 ) -> JSONResponse:
@@ -311,16 +384,6 @@ class PermissionDecidedError(ConflictError):
 
 class PermissionExpiredError(ConflictError):
     code, title = "permission_expired", "The permission request expired and was denied"
-
-
-class RateLimitedError(ConferError):
-    """Over a rate limit; the response carries ``Retry-After`` (RFC 9110 §10.2.3)."""
-
-    code, status, title = "rate_limited", 429, "Too many requests"
-
-    def __init__(self, detail: str, *, retry_after: int) -> None:
-        super().__init__(detail)
-        self.headers = {"Retry-After": str(retry_after)}
 
 
 class ServiceUnavailableError(ConferError):

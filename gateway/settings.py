@@ -99,6 +99,29 @@ class Settings(BaseSettings):
         default="600/minute", description="Inbound budget per peer DID (limits syntax)."
     )
 
+    # Accounts (docs/accounts.md).
+    admin_usernames: str = Field(
+        default="", description="Comma-separated usernames that are admins (bootstrap)."
+    )
+    encryption_keys: str | None = Field(
+        default=None,
+        description="AES-256 keys for stored LLM keys: 'kid:base64url(32 bytes)', comma-"
+        "separated, the first one encrypts new data (docs/llm-keys.md).",
+    )
+    redis_url: str | None = Field(
+        default=None, description="redis://… for shared rate limits; unset = in-process."
+    )
+    rate_limit_prefix: str = "confer"
+    rate_limit_login_ip: str = "30/minute;300/hour"
+    rate_limit_login_account: str = "10/minute;50/hour"
+    rate_limit_register_ip: str = "20/hour"
+    argon2_time_cost: int = Field(default=3, ge=1)
+    argon2_memory_kib: int = Field(default=65536, ge=8)
+    argon2_parallelism: int = Field(default=4, ge=1)
+    argon2_max_concurrency: int = Field(
+        default=4, ge=1, description="Password hashes computed at once (64 MiB each)."
+    )
+
     @field_validator("public_url")
     @classmethod
     def _public_url_is_a_base(cls, value: str) -> str:

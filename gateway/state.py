@@ -11,6 +11,7 @@ from gateway.clock import Clock
 from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.context import ContextServices
+from gateway.services.encryption import Keyring
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
@@ -31,6 +32,7 @@ class AppState:
     peers: PeerDirectory
     hub: EventHub
     context: ContextServices
+    keyring: Keyring
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None

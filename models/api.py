@@ -8,24 +8,52 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, Timestamp, Ulid
 from .messages import Message
+from .users import UserPreferences
 
-Username = Annotated[
-    str,
-    StringConstraints(min_length=2, max_length=64, pattern=r"^[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$"),
-]
-"""Lower-case ASCII letters, digits, ``.``, ``_`` and ``-``; it becomes part of the user's DID."""
+Username = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+"""At most 64 characters here; ``gateway.services.usernames`` applies the rest (stored form:
+lower-case ASCII letters, digits, ``.``, ``_`` and ``-``, as it becomes part of the user's DID;
+look-alikes of existing names are refused as taken, invisible characters with 422)."""
 
 Password = Annotated[str, StringConstraints(min_length=8, max_length=1024)]
+_USER_EXAMPLE: JsonDict = {
+    "id": "01J9Z8Q6X3V5N2K7M4R1T0W8YB",
+    "username": "alice",
+    "display_name": "Alice",
+    "did": "did:web:confer.example:users:alice",
+    "agent_did": "did:web:confer.example:agents:01J9Z8Q6X3V5N2K7M4R1T0W8YC",
+    "created_at": "2026-11-30T09:15:00Z",
+    "email": "alice@example.org",
+    "phone": None,
+    "avatar_url": None,
+    "preferences": {
+        "language": "en",
+        "timezone": "UTC",
+        "notification": {"push": True, "email": False},
+        "privacy": {"allow_offline_response": False},
+    },
+    "is_admin": False,
+}
+
 DID = Annotated[str, StringConstraints(min_length=9, max_length=255, pattern=r"^did:")]
 
 
 class RegisterCreate(ConferModel):
     """``POST /v1/auth/register``: create an account (and its DID and main agent)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"username": "alice", "password": "correct horse battery", "device_id": "laptop"}
+            ]
+        }
+    )
 
     username: Username
     password: Password
@@ -37,6 +65,19 @@ class RegisterCreate(ConferModel):
 class LoginCreate(ConferModel):
     """``POST /v1/auth/login``: exchange a username and password for an access token."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "username": "alice",
+                    "password": "correct horse battery",
+                    "device_id": "pixel-8",
+                    "platform": "android",
+                }
+            ]
+        }
+    )
+
     username: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "default"
@@ -46,20 +87,48 @@ class LoginCreate(ConferModel):
 class UserPublic(ConferModel):
     """A local user as the API shows it (never the password hash or LLM keys)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [_USER_EXAMPLE]})
+
     id: Ulid
     username: str
     display_name: str | None = None
     did: str
     agent_did: str | None = None
     created_at: Timestamp
+    email: str | None = None
+    phone: str | None = None
+    avatar_url: str | None = None
+    preferences: UserPreferences | None = None
+    is_admin: bool = False
 
 
 class TokenPublic(ConferModel):
     """An access token (a JWT for ``Authorization: Bearer``) and who it belongs to."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "access_token": "eyJhbGciOiJFZERTQSIsImtpZCI6ImtleS0xIn0.…",
+                    "token_type": "bearer",
+                    "expires_in": 900,
+                    "refresh_token": "01J9Z8Q6X3V5N2K7M4R1T0W8YC.q3Jx…",
+                    "refresh_expires_in": 2592000,
+                    "session_id": "01J9Z8Q6X3V5N2K7M4R1T0W8YC",
+                    "user": _USER_EXAMPLE,
+                }
+            ]
+        }
+    )
+
     access_token: str
     token_type: Literal["bearer"] = "bearer"
     expires_in: int = Field(description="Seconds until the access token expires.")
+    refresh_token: str = Field(
+        description="Single-use token for POST /v1/auth/refresh; store it securely."
+    )
+    refresh_expires_in: int = Field(description="Seconds the refresh token stays usable.")
+    session_id: Ulid = Field(description="This device session (see GET /v1/me/sessions).")
     user: UserPublic
 
 
@@ -165,17 +234,31 @@ class MessagePage(ConferModel):
     next_before: Ulid | None = None
 
 
-class Problem(ConferModel):
-    """RFC 9457 problem details, as every error response carries (``application/problem+json``).
+class ProblemPublic(ConferModel):
+    """RFC 9457 problem details, the body of every error (``application/problem+json``)."""
 
-    ``code`` is Confer's stable machine-readable error code; ``errors`` lists invalid fields on
-    a 422.
-    """
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "urn:confer:problem:invalid_credentials",
+                    "title": "Wrong username or password",
+                    "status": 401,
+                    "detail": "Wrong username or password",
+                    "code": "invalid_credentials",
+                    "instance": "/v1/auth/login",
+                }
+            ]
+        },
+    )
 
-    type: str = Field(examples=["urn:confer:problem:conversation_not_found"])
-    title: str = Field(examples=["No such conversation"])
-    status: int = Field(examples=[404])
-    detail: str = Field(examples=["no conversation 01ARZ3NDEKTSV4RRFFQ69G5FAV"])
-    code: str = Field(examples=["conversation_not_found"])
-    instance: str = Field(examples=["/v1/conversations/01ARZ3NDEKTSV4RRFFQ69G5FAV"])
-    errors: list[dict[str, object]] | None = None
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str = Field(description="Stable machine-readable error code.")
+    instance: str
+    errors: list[dict[str, object]] | None = Field(
+        default=None, description="On a 422: the invalid fields (pydantic's loc/msg/type)."
+    )

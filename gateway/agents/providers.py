@@ -26,10 +26,6 @@ import httpx
 from models.context import ChatTurn
 
 ANTHROPIC_VERSION = "2023-06-01"
-BUILTIN_ENDPOINTS = {
-    "openai": {"base_url": "https://api.openai.com/v1", "wire": "openai"},
-    "anthropic": {"base_url": "https://api.anthropic.com/v1", "wire": "anthropic"},
-}
 
 
 class ProviderError(Exception):

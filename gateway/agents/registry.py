@@ -3,17 +3,17 @@
 Provider ids map to an endpoint ``{"base_url", "wire"}`` where ``wire`` is ``openai`` (chat
 completions) or ``anthropic`` (Messages). ``CONFER_LLM_PROVIDERS`` (JSON) adds or overrides
 entries, e.g. ``{"local": {"base_url": "http://127.0.0.1:8080/v1", "wire": "openai"}}``; the
-provider catalog (accounts work) can feed the same table. ``offline`` is always available.
+provider catalog (``gateway.agents.catalog``) supplies the defaults. ``offline`` is always available.
 """
 
 from __future__ import annotations
 
 import httpx
 
+from gateway.agents.catalog import catalog_endpoints
 from gateway.agents.keys import LLMKeyLookup
 from gateway.agents.offline import OfflineProvider
 from gateway.agents.providers import (
-    BUILTIN_ENDPOINTS,
     Anthropic,
     OpenAICompatible,
     Provider,
@@ -33,7 +33,7 @@ class ProviderRegistry:
         timeout: float,
     ) -> None:
         self._http = http
-        self._endpoints = {**BUILTIN_ENDPOINTS, **endpoints}
+        self._endpoints = {**catalog_endpoints(), **endpoints}
         self._key_lookup = key_lookup
         self._timeout = timeout
 

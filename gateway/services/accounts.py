@@ -1,26 +1,34 @@
-"""Accounts: registration (user + DID + main agent), login, and bearer authentication.
+"""Accounts: registration (user + DID + main agent), login, bearer authentication, passwords.
 
-Passwords are hashed with argon2id (argon2-cffi, RFC 9106) off the event loop. An unknown
-user and a wrong password get the same error after the same amount of work (a dummy hash is
-verified when the user does not exist).
+Passwords are argon2id (``gateway.services.passwords``). An unknown user, a deleted user and a
+wrong password get the same 401 after the same work: one lookup, one full argon2 verification
+(against a dummy hash when there is no live account), one rate-limit count and one audit row.
+Login and registration are rate limited per client IP and (login) per account name.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from datetime import timedelta
 
 import asyncpg
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 
 from gateway.clock import Clock
-from gateway.errors import InvalidCredentialsError, TokenInvalidError
+from gateway.errors import (
+    AccountDisabledError,
+    InvalidCredentialsError,
+    TokenInvalidError,
+    UsernameInvalidError,
+    UsernameTakenError,
+)
 from gateway.ids import new_id
+from gateway.services import usernames
 from gateway.services.identity import Identity
-from gateway.services.tokens import issue_access_token, verify_access_token
+from gateway.services.passwords import Passwords
+from gateway.services.ratelimits import LOGIN_ACCOUNT, LOGIN_IP, REGISTER_IP, RateLimiter
+from gateway.services.sessions import DeviceSessions, TokenPair
+from gateway.services.tokens import verify_access_token
 from gateway.settings import Settings
+from gateway.store import accounts as accounts_store
 from gateway.store import audit as audit_store
 from gateway.store import sessions as sessions_store
 from gateway.store import users as users_store
@@ -47,49 +55,106 @@ class Authenticated:
     session_id: str
 
 
+def admin_usernames(settings: Settings) -> set[str]:
+    """The canonical usernames listed in CONFER_ADMIN_USERNAMES."""
+    return {usernames.canonical(n.strip()) for n in settings.admin_usernames.split(",") if n}
+
+
+async def user_public(conn: asyncpg.Connection, user: User) -> UserPublic:
+    """The API view of ``user``: profile, preferences, main agent's DID, admin flag."""
+    agent = await users_store.get_main_agent(conn, user_id=user.id)
+    return UserPublic(
+        id=user.id,
+        username=user.username,
+        display_name=user.display_name,
+        did=user.did,
+        agent_did=agent.did if agent else None,
+        created_at=user.created_at,
+        email=user.email,
+        phone=user.phone,
+        avatar_url=user.avatar_url,
+        preferences=user.preferences,
+        is_admin=await accounts_store.is_admin(conn, user_id=user.id),
+    )
+
+
 class Accounts:
-    """Account operations; holds the password hasher and a dummy hash for timing parity."""
+    """Account operations; holds the password hasher, the rate limiter and device sessions."""
 
     def __init__(
-        self, pool: asyncpg.Pool, identity: Identity, clock: Clock, settings: Settings
+        self,
+        pool: asyncpg.Pool,
+        identity: Identity,
+        clock: Clock,
+        settings: Settings,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self._pool = pool
         self._identity = identity
         self._clock = clock
         self._settings = settings
-        self.hasher = PasswordHasher()
-        self._dummy_hash = self.hasher.hash("confer-dummy-password")
+        self.passwords = Passwords(settings)
+        self.limiter = limiter or RateLimiter(settings)
+        self.sessions = DeviceSessions(pool, identity, clock, settings)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The database pool the account operations use."""
+        return self._pool
 
     async def public(self, conn: asyncpg.Connection, user: User) -> UserPublic:
-        """The API view of ``user``, with its main agent's DID."""
-        agent = await users_store.get_main_agent(conn, user_id=user.id)
-        return UserPublic(
-            id=user.id,
-            username=user.username,
-            display_name=user.display_name,
-            did=user.did,
-            agent_did=agent.did if agent else None,
-            created_at=user.created_at,
+        """The API view of ``user`` (see ``user_public``)."""
+        return await user_public(conn, user)
+
+    async def _token_public(
+        self, conn: asyncpg.Connection, user: User, pair: TokenPair
+    ) -> TokenPublic:
+        return TokenPublic(
+            access_token=pair.access_token,
+            expires_in=pair.expires_in,
+            refresh_token=pair.refresh_token,
+            refresh_expires_in=pair.refresh_expires_in,
+            session_id=pair.session_id,
+            user=await user_public(conn, user),
         )
+
+    async def _check_username(self, name: str) -> str:
+        """Apply the username rules; returns the skeleton. Raises UsernameInvalidError (422)
+        or UsernameTakenError (409, also for a look-alike of an existing name)."""
+        hidden = usernames.invisible_characters(name)
+        if hidden:
+            raise UsernameInvalidError(
+                f"invisible, control or bidi characters are not allowed: {', '.join(hidden)}"
+            )
+        skeleton = usernames.skeleton(name)
+        async with self._pool.acquire() as conn:
+            if await accounts_store.skeleton_taken(conn, skeleton=skeleton):
+                raise UsernameTakenError("that username, or one that looks like it, is taken")
+        problem = usernames.form_problem(name)
+        if problem:
+            raise UsernameInvalidError(problem)
+        return skeleton
 
     async def register(self, data: RegisterCreate, *, ip: str | None) -> TokenPublic:
         """Create the user, its DID and main agent, and a first device session.
 
-        Raises UsernameTakenError (409) when the username exists.
+        Raises RateLimitedError (429), UsernameInvalidError (422), UsernameTakenError (409).
         """
-        password_hash = await asyncio.to_thread(self.hasher.hash, data.password)
-        user_id = new_id()
-        agent_id = new_id()
+        await self.limiter.hit(REGISTER_IP, ip or "unknown")
+        skeleton = await self._check_username(data.username)
+        password_hash = await self.passwords.hash(data.password)
         async with self._pool.acquire() as conn, conn.transaction():
             user = await users_store.insert_user(
                 conn,
-                id=user_id,
+                id=new_id(),
                 username=data.username,
                 did=self._identity.user_did(data.username),
                 password_hash=password_hash,
                 display_name=data.display_name,
                 preferences=DEFAULT_PREFERENCES,
             )
+            await accounts_store.insert_skeleton(conn, user_id=user.id, skeleton=skeleton)
+            agent_id = new_id()
             await users_store.insert_agent(
                 conn,
                 id=agent_id,
@@ -100,74 +165,99 @@ class Accounts:
                 model_config=DEFAULT_MODEL_CONFIG,
                 policies=DEFAULT_POLICIES,
             )
+            if user.username in admin_usernames(self._settings):
+                await accounts_store.insert_admin(conn, user_id=user.id)
             await audit_store.insert_audit(
                 conn, action="user.registered", user_id=user.id, ip_address=ip
             )
-            return await self._open_session(conn, user, data.device_id, data.platform)
+            pair = await self.sessions.open(
+                conn, user_id=user.id, device_id=data.device_id, platform=data.platform
+            )
+            return await self._token_public(conn, user, pair)
 
     async def login(self, data: LoginCreate, *, ip: str | None) -> TokenPublic:
-        """Verify the password and open a device session. Raises InvalidCredentialsError."""
+        """Verify the password and open a device session.
+
+        Raises RateLimitedError (429), InvalidCredentialsError (401: unknown, deleted or wrong
+        — indistinguishable), AccountDisabledError (403, only after a correct password).
+        """
+        name = usernames.canonical(data.username)
+        await self.limiter.hit(LOGIN_IP, ip or "unknown")
+        await self.limiter.check(LOGIN_ACCOUNT, name)
         async with self._pool.acquire() as conn:
-            credentials = await users_store.get_credentials(conn, username=data.username)
-        stored_hash = credentials[1] if credentials and credentials[1] else self._dummy_hash
-        ok = await asyncio.to_thread(self._verify, stored_hash, data.password)
-        if not ok or credentials is None:
+            credentials = await users_store.get_credentials(conn, username=name)
+        stored = credentials[1] if credentials else None
+        verdict = await self.passwords.verify(stored, data.password)
+        if not verdict.ok or credentials is None:
+            await self.limiter.count(LOGIN_ACCOUNT, name)
             async with self._pool.acquire() as conn:
                 await audit_store.insert_audit(
                     conn,
                     action="auth.login_failed",
                     user_id=credentials[0] if credentials else None,
-                    details={"username": data.username},
+                    details={"username": name[:64]},
                     ip_address=ip,
                 )
             raise InvalidCredentialsError()
-        async with self._pool.acquire() as conn, conn.transaction():
-            user = await users_store.get_user(conn, id=credentials[0])
-            assert user is not None
-            await audit_store.insert_audit(
-                conn, action="auth.login", user_id=user.id, ip_address=ip
-            )
-            return await self._open_session(conn, user, data.device_id, data.platform)
+        upgraded = await self.passwords.hash(data.password) if verdict.needs_rehash else None
+        return await self._finish_login(credentials[0], stored, upgraded, data, ip)
 
-    def _verify(self, stored_hash: str, password: str) -> bool:
-        try:
-            return self.hasher.verify(stored_hash, password)
-        except (VerificationError, InvalidHashError):
-            return False
-
-    async def _open_session(
-        self, conn: asyncpg.Connection, user: User, device_id: str, platform: str | None
+    async def _finish_login(
+        self,
+        user_id: str,
+        stored: str | None,
+        upgraded: str | None,
+        data: LoginCreate,
+        ip: str | None,
     ) -> TokenPublic:
-        now = self._clock.now()
-        session = await sessions_store.insert_session(
-            conn,
-            id=new_id(),
-            user_id=user.id,
-            device_id=device_id,
-            platform=platform,
-            expires_at=now + timedelta(seconds=self._settings.session_ttl_seconds),
-            now=now,
-        )
-        ttl = self._settings.access_token_ttl_seconds
-        token = issue_access_token(
-            self._identity,
-            user_id=user.id,
-            session_id=session.id,
-            now=int(now.timestamp()),
-            ttl=ttl,
-        )
-        return TokenPublic(access_token=token, expires_in=ttl, user=await self.public(conn, user))
+        token: TokenPublic | None = None
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await accounts_store.get_disabled(conn, user_id=user_id):
+                await audit_store.insert_audit(
+                    conn, action="auth.login_refused_disabled", user_id=user_id, ip_address=ip
+                )
+            else:
+                if upgraded:
+                    await users_store.update_password_hash(
+                        conn, id=user_id, password_hash=upgraded, expected=stored
+                    )
+                await audit_store.insert_audit(
+                    conn,
+                    action="auth.login",
+                    user_id=user_id,
+                    details={"device_id": data.device_id, "rehashed": upgraded is not None},
+                    ip_address=ip,
+                )
+                pair = await self.sessions.open(
+                    conn, user_id=user_id, device_id=data.device_id, platform=data.platform
+                )
+                user = await users_store.get_user(conn, id=user_id)
+                assert user is not None
+                token = await self._token_public(conn, user, pair)
+        if token is None:
+            raise AccountDisabledError()
+        return token
+
+    async def refresh(self, refresh_token: str, *, ip: str | None) -> TokenPublic:
+        """Rotate a refresh token (``DeviceSessions.refresh``) and return the new pair."""
+        pair = await self.sessions.refresh(refresh_token, ip=ip)
+        async with self._pool.acquire() as conn:
+            user = await users_store.get_user(conn, id=pair.user_id)
+            assert user is not None
+            return await self._token_public(conn, user, pair)
 
     async def authenticate(self, token: str) -> Authenticated:
         """Resolve a bearer token to its live user and session. Raises TokenInvalidError."""
         claims = verify_access_token(self._identity, token, now=int(self._clock.time()))
+        now = self._clock.now()
         async with self._pool.acquire() as conn:
             session = await sessions_store.get_live_session(
-                conn, id=claims.session_id, user_id=claims.user_id, now=self._clock.now()
+                conn, id=claims.session_id, user_id=claims.user_id, now=now
             )
             user = await users_store.get_user(conn, id=claims.user_id) if session else None
-        if session is None or user is None or user.deleted_at is not None:
-            raise TokenInvalidError("the session has ended")
+            if session is None or user is None or user.deleted_at is not None:
+                raise TokenInvalidError("the session has ended")
+            await sessions_store.touch_session(conn, id=session.id, now=now)
         return Authenticated(user, session.id)
 
     async def logout(self, auth: Authenticated, *, ip: str | None) -> None:
@@ -175,5 +265,49 @@ class Accounts:
         async with self._pool.acquire() as conn, conn.transaction():
             await sessions_store.delete_session(conn, id=auth.session_id)
             await audit_store.insert_audit(
-                conn, action="auth.logout", user_id=auth.user.id, ip_address=ip
+                conn,
+                action="auth.logout",
+                user_id=auth.user.id,
+                details={"session_id": auth.session_id},
+                ip_address=ip,
             )
+
+    async def change_password(
+        self, auth: Authenticated, current: str, new: str, *, ip: str | None
+    ) -> int:
+        """Replace the password after checking the current one; other sessions are revoked.
+
+        Returns how many sessions ended. Raises InvalidCredentialsError (401).
+        """
+        async with self._pool.acquire() as conn:
+            stored = await users_store.get_password_hash(conn, id=auth.user.id)
+        if not (await self.passwords.verify(stored, current)).ok:
+            raise InvalidCredentialsError("the current password is wrong")
+        new_hash = await self.passwords.hash(new)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await users_store.update_password_hash(conn, id=auth.user.id, password_hash=new_hash)
+            ended = await sessions_store.delete_user_sessions(
+                conn, user_id=auth.user.id, keep=auth.session_id
+            )
+            await audit_store.insert_audit(
+                conn,
+                action="auth.password_changed",
+                user_id=auth.user.id,
+                details={"sessions_revoked": ended},
+                ip_address=ip,
+            )
+        return ended
+
+    async def bootstrap_admins(self) -> int:
+        """Grant admin to the existing users named in CONFER_ADMIN_USERNAMES; returns how
+        many were newly granted (audited as ``admin.granted``)."""
+        granted = 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            for name in sorted(admin_usernames(self._settings)):
+                user = await users_store.get_user_by_username(conn, username=name)
+                if user and await accounts_store.insert_admin(conn, user_id=user.id):
+                    granted += 1
+                    await audit_store.insert_audit(
+                        conn, action="admin.granted", user_id=user.id, details={"by": "setting"}
+                    )
+        return granted

@@ -51,3 +51,84 @@ async def delete_session(conn: asyncpg.Connection, *, id: str) -> bool:
     """Delete a session (log out); True when a row was removed."""
     status = await conn.execute("DELETE FROM sessions WHERE id = $1", id)
     return bool(status.endswith(" 1"))
+
+
+async def get_session(conn: asyncpg.Connection, *, id: str) -> SessionRow | None:
+    """The session row, expired or not; None when absent (revoked or never existed)."""
+    record = await conn.fetchrow("SELECT * FROM sessions WHERE id = $1", id)
+    return SessionRow.model_validate(dict(record)) if record else None
+
+
+async def rotate_refresh_hash(
+    conn: asyncpg.Connection,
+    *,
+    id: str,
+    old_hash: str | None,
+    new_hash: str,
+    now: datetime,
+    expires_at: datetime,
+) -> bool:
+    """Compare-and-set the session's refresh token hash (``old_hash`` None: first set).
+
+    Row-locking UPDATE, so of two concurrent rotations of the same token only one matches.
+    Returns True when this call replaced the hash.
+    """
+    status = await conn.execute(
+        """UPDATE sessions SET refresh_token_hash = $3, last_active_at = $4, expires_at = $5
+           WHERE id = $1 AND refresh_token_hash IS NOT DISTINCT FROM $2 AND expires_at > $4""",
+        id,
+        old_hash,
+        new_hash,
+        now,
+        expires_at,
+    )
+    return bool(status.endswith(" 1"))
+
+
+async def list_live_sessions(
+    conn: asyncpg.Connection, *, user_id: str | None, now: datetime, limit: int = 500
+) -> list[SessionRow]:
+    """Unexpired sessions, newest first; of one user, or of everyone when ``user_id`` is None."""
+    records = await conn.fetch(
+        """SELECT * FROM sessions WHERE ($1::char(26) IS NULL OR user_id = $1)
+           AND expires_at > $2 ORDER BY created_at DESC, id DESC LIMIT $3""",
+        user_id,
+        now,
+        limit,
+    )
+    return [SessionRow.model_validate(dict(r)) for r in records]
+
+
+async def delete_user_session(conn: asyncpg.Connection, *, id: str, user_id: str) -> bool:
+    """Delete one session of ``user_id``; True when it existed."""
+    status = await conn.execute("DELETE FROM sessions WHERE id = $1 AND user_id = $2", id, user_id)
+    return bool(status.endswith(" 1"))
+
+
+async def delete_user_sessions(
+    conn: asyncpg.Connection, *, user_id: str, keep: str | None = None
+) -> int:
+    """Delete every session of ``user_id`` except ``keep``; returns how many."""
+    status = await conn.execute(
+        "DELETE FROM sessions WHERE user_id = $1 AND id IS DISTINCT FROM $2", user_id, keep
+    )
+    return int(status.split()[-1])
+
+
+async def delete_device_sessions(conn: asyncpg.Connection, *, user_id: str, device_id: str) -> int:
+    """Delete the sessions of one device of ``user_id`` (a new login replaces them)."""
+    status = await conn.execute(
+        "DELETE FROM sessions WHERE user_id = $1 AND device_id = $2", user_id, device_id
+    )
+    return int(status.split()[-1])
+
+
+async def touch_session(conn: asyncpg.Connection, *, id: str, now: datetime) -> None:
+    """Record activity, at most once a minute per session (keeps authentication read-mostly)."""
+    await conn.execute(
+        """UPDATE sessions SET last_active_at = $2 WHERE id = $1
+           AND (last_active_at IS NULL
+                OR last_active_at < $2::timestamptz - interval '60 seconds')""",
+        id,
+        now,
+    )

@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.errors import UsernameTakenError
+from gateway.errors import EmailTakenError, PhoneTakenError, UsernameTakenError
 from models import Agent, User
 
 
@@ -122,3 +122,134 @@ async def get_main_agent(conn: asyncpg.Connection, *, user_id: str) -> Agent | N
         "SELECT * FROM agents WHERE user_id = $1 ORDER BY id LIMIT 1", user_id
     )
     return _agent(record) if record else None
+
+
+_UPDATABLE = ("display_name", "avatar_url", "email", "phone", "preferences_json")
+
+
+async def update_user(
+    conn: asyncpg.Connection, *, id: str, changes: dict[str, Any], now: Any
+) -> User:
+    """Set the given columns (from ``display_name, avatar_url, email, phone,
+    preferences_json``). Raises EmailTakenError / PhoneTakenError on a unique violation."""
+    columns = [c for c in changes if c in _UPDATABLE]
+    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+    sql = f"UPDATE users SET updated_at = $2{', ' if columns else ''}{assignments} "
+    try:
+        record = await conn.fetchrow(
+            sql + "WHERE id = $1 RETURNING *", id, now, *(changes[c] for c in columns)
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "users_phone_key":
+            raise PhoneTakenError() from exc
+        raise EmailTakenError() from exc
+    assert record is not None
+    return _user(record)
+
+
+async def get_password_hash(conn: asyncpg.Connection, *, id: str) -> str | None:
+    """The stored argon2 hash of a user (None when the user or the hash is absent)."""
+    value = await conn.fetchval("SELECT password_hash FROM users WHERE id = $1", id)
+    return str(value) if value is not None else None
+
+
+async def update_password_hash(
+    conn: asyncpg.Connection, *, id: str, password_hash: str, expected: str | None = None
+) -> bool:
+    """Replace the password hash; with ``expected``, only if it is still that hash."""
+    status = await conn.execute(
+        """UPDATE users SET password_hash = $2
+           WHERE id = $1 AND ($3::text IS NULL OR password_hash = $3)""",
+        id,
+        password_hash,
+        expected,
+    )
+    return bool(status.endswith(" 1"))
+
+
+async def soft_delete_user(conn: asyncpg.Connection, *, id: str, now: Any) -> None:
+    """Mark deleted and scrub secrets and contact data; the username (and DID) stay reserved."""
+    await conn.execute(
+        """UPDATE users SET deleted_at = $2, updated_at = $2, password_hash = NULL,
+                  email = NULL, phone = NULL, avatar_url = NULL, llm_keys_json = '{}'
+           WHERE id = $1""",
+        id,
+        now,
+    )
+
+
+async def set_llm_key(
+    conn: asyncpg.Connection, *, id: str, provider: str, envelope: str, now: Any
+) -> None:
+    """Store one provider's encrypted key in ``users.llm_keys_json``."""
+    await conn.execute(
+        """UPDATE users SET updated_at = $4,
+                  llm_keys_json = coalesce(llm_keys_json, '{}')
+                                  || jsonb_build_object($2::text, $3::text)
+           WHERE id = $1""",
+        id,
+        provider,
+        envelope,
+        now,
+    )
+
+
+async def delete_llm_key(conn: asyncpg.Connection, *, id: str, provider: str, now: Any) -> bool:
+    """Remove one provider's key; False when there was none."""
+    status = await conn.execute(
+        """UPDATE users SET llm_keys_json = llm_keys_json - $2::text, updated_at = $3
+           WHERE id = $1 AND llm_keys_json ? $2::text""",
+        id,
+        provider,
+        now,
+    )
+    return bool(status.endswith(" 1"))
+
+
+async def list_all_llm_keys(conn: asyncpg.Connection) -> list[tuple[str, dict[str, str]]]:
+    """``(user_id, llm_keys_json)`` of every user holding a key, rows locked FOR UPDATE."""
+    records = await conn.fetch(
+        """SELECT id, llm_keys_json FROM users
+           WHERE llm_keys_json IS NOT NULL AND llm_keys_json <> '{}' ORDER BY id FOR UPDATE"""
+    )
+    return [(r["id"], dict(r["llm_keys_json"])) for r in records]
+
+
+async def replace_llm_keys(conn: asyncpg.Connection, *, id: str, keys: dict[str, str]) -> None:
+    """Overwrite a user's ``llm_keys_json`` (re-encryption; ``updated_at`` untouched)."""
+    await conn.execute("UPDATE users SET llm_keys_json = $2 WHERE id = $1", id, keys)
+
+
+async def list_agents(conn: asyncpg.Connection, *, user_id: str) -> list[Agent]:
+    """The user's agents, oldest (the main one) first."""
+    records = await conn.fetch("SELECT * FROM agents WHERE user_id = $1 ORDER BY id", user_id)
+    return [_agent(r) for r in records]
+
+
+_AGENT_COLUMNS = {
+    "name": "name",
+    "description": "description",
+    "avatar_url": "avatar_url",
+    "primary_language": "primary_language",
+    "style": "style",
+    "model_config": "model_config_json",
+    "policies": "policies_json",
+    "capabilities": "capabilities_json",
+    "is_public": "is_public",
+}
+
+
+async def update_agent(
+    conn: asyncpg.Connection, *, id: str, changes: dict[str, Any], now: Any
+) -> Agent:
+    """Set agent fields (API names, see ``_AGENT_COLUMNS``) and ``updated_at``."""
+    columns = [(_AGENT_COLUMNS[k], v) for k, v in changes.items() if k in _AGENT_COLUMNS]
+    assignments = "".join(f", {c} = ${i + 3}" for i, (c, _) in enumerate(columns))
+    record = await conn.fetchrow(
+        f"UPDATE agents SET updated_at = $2{assignments} WHERE id = $1 RETURNING *",
+        id,
+        now,
+        *(v for _, v in columns),
+    )
+    assert record is not None
+    return _agent(record)

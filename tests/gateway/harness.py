@@ -27,6 +27,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 @dataclass
 class Instance:
     """A running Confer: its base URL, its settings and its live state."""
@@ -129,12 +139,25 @@ async def serve(app: Any, port: int) -> AsyncIterator[None]:
         await task
 
 
+_PORTS: dict[str, int] = {}
+
+
 @contextlib.asynccontextmanager
 async def run_instance(
     database_url: str, *, clock: Clock | None = None, port: int | None = None, **overrides: Any
 ) -> AsyncIterator[Instance]:
-    """Serve Confer with uvicorn on ``port`` (default: a free loopback port) until exit."""
-    port = port or free_port()
+    """Serve Confer with uvicorn on ``port`` until exit.
+
+    By default a database keeps the port it was first served on, so a restarted instance keeps
+    its public URL and DIDs (Confer refuses to start when they would change).
+    """
+    remembered = _PORTS.get(database_url)
+    if port is None:
+        port = remembered if remembered and port_is_free(remembered) else free_port()
+    if remembered is None:
+        _PORTS[database_url] = port
+    elif port != remembered:  # a second process on the same database: same public URL
+        overrides.setdefault("public_url", f"http://localhost:{remembered}")
     settings = loopback_settings(database_url, port, **overrides)
     app = create_app(settings, clock=clock)
     base_url = f"http://localhost:{port}"

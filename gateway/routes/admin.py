@@ -1,0 +1,138 @@
+"""The admin API (OpenAPI tag ``admin``): users, sessions, audit log, statistics.
+
+Every route requires an admin's access token (403 ``admin_required`` otherwise).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from gateway.deps import Current, State
+from gateway.errors import AdminRequiredError
+from gateway.federation_auth import client_ip
+from gateway.routes import problems
+from gateway.services import admin
+from gateway.services.accounts import Authenticated
+from gateway.store import accounts as accounts_store
+from models.admin_api import (
+    AdminSessionList,
+    AdminUserPage,
+    AdminUserPublic,
+    AuditPage,
+    DisableCreate,
+    InstanceStats,
+)
+
+_ULID = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+
+
+async def require_admin(current: Current, state: State) -> Authenticated:
+    """The caller, if an admin. Raises AdminRequiredError (403)."""
+    async with state.pool.acquire() as conn:
+        if not await accounts_store.is_admin(conn, user_id=current.user.id):
+            raise AdminRequiredError()
+    return current
+
+
+Admin = Annotated[Authenticated, Depends(require_admin)]
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
+Before = Annotated[str | None, Query(pattern=_ULID, description="Cursor: ids below this one.")]
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=problems(401, 403, 422))
+
+
+@router.get("/users", summary="List and search users")
+async def list_users(
+    _: Admin,
+    state: State,
+    q: Annotated[
+        str | None,
+        Query(max_length=128, description="Substring of username, display name or email."),
+    ] = None,
+    before: Before = None,
+    limit: Limit = 50,
+) -> AdminUserPage:
+    """Users newest first (deleted ones included), with admin and disabled state."""
+    return await admin.search_users(state.pool, query=q, before=before, limit=limit)
+
+
+@router.get("/users/{user_id}", summary="One user", responses=problems(404))
+async def get_user(user_id: str, _: Admin, state: State) -> AdminUserPublic:
+    """A user's account state."""
+    return await admin.get_user(state.pool, user_id=user_id)
+
+
+@router.post("/users/{user_id}/disable", summary="Disable a user", responses=problems(404, 409))
+async def disable_user(
+    user_id: str, data: DisableCreate, current: Admin, request: Request, state: State
+) -> AdminUserPublic:
+    """Disable the account: every session is revoked and login is refused (403)."""
+    return await admin.set_disabled(
+        state.pool,
+        state.clock,
+        admin_id=current.user.id,
+        user_id=user_id,
+        disabled=True,
+        reason=data.reason,
+        ip=client_ip(request),
+    )
+
+
+@router.post("/users/{user_id}/enable", summary="Re-enable a user", responses=problems(404))
+async def enable_user(
+    user_id: str, current: Admin, request: Request, state: State
+) -> AdminUserPublic:
+    """Allow the account to log in again."""
+    return await admin.set_disabled(
+        state.pool,
+        state.clock,
+        admin_id=current.user.id,
+        user_id=user_id,
+        disabled=False,
+        reason=None,
+        ip=client_ip(request),
+    )
+
+
+@router.get("/sessions", summary="List live sessions")
+async def list_sessions(
+    _: Admin,
+    state: State,
+    user_id: Annotated[str | None, Query(pattern=_ULID)] = None,
+) -> AdminSessionList:
+    """Live device sessions of everyone, or of one user (at most 500, newest first)."""
+    return await admin.list_sessions(state.pool, state.clock, user_id=user_id)
+
+
+@router.get("/audit", summary="Read the audit log")
+async def read_audit(
+    _: Admin,
+    state: State,
+    user_id: Annotated[str | None, Query(pattern=_ULID)] = None,
+    action: Annotated[
+        str | None, Query(max_length=64, description="Exact action, or a prefix ending in *.")
+    ] = None,
+    since: Annotated[datetime | None, Query(description="From this time (inclusive).")] = None,
+    until: Annotated[datetime | None, Query(description="Up to this time (exclusive).")] = None,
+    before: Before = None,
+    limit: Limit = 100,
+) -> AuditPage:
+    """Audit rows newest first, filtered by user, action and time range."""
+    return await admin.read_audit(
+        state.pool,
+        user_id=user_id,
+        action=action,
+        since=since,
+        until=until,
+        before=before,
+        limit=limit,
+    )
+
+
+@router.get("/stats", summary="Instance statistics")
+async def stats(_: Admin, state: State) -> InstanceStats:
+    """Counts of users, sessions, agents, conversations, messages, peers, audit events."""
+    return await admin.instance_stats(state.pool, state.clock)

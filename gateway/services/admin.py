@@ -1,0 +1,137 @@
+"""The admin API's operations: users, sessions, the audit log and instance statistics.
+
+Every state change is audited with the acting admin's id and client IP (``admin.*``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+
+from gateway.clock import Clock
+from gateway.errors import ConflictError, UserNotFoundError
+from gateway.store import accounts as accounts_store
+from gateway.store import admin as admin_store
+from gateway.store import audit as audit_store
+from gateway.store import sessions as sessions_store
+from models.admin_api import (
+    AdminSessionList,
+    AdminSessionPublic,
+    AdminUserPage,
+    AdminUserPublic,
+    AuditEntryPublic,
+    AuditPage,
+    InstanceStats,
+)
+
+
+async def search_users(
+    pool: asyncpg.Pool, *, query: str | None, before: str | None, limit: int
+) -> AdminUserPage:
+    """A page of users matching ``query`` (see ``store.admin.list_users``)."""
+    async with pool.acquire() as conn:
+        rows = await admin_store.list_users(conn, query=query, before=before, limit=limit)
+    items = [AdminUserPublic.model_validate(dict(r)) for r in rows]
+    return AdminUserPage(items=items, next_before=items[-1].id if len(items) == limit else None)
+
+
+async def get_user(pool: asyncpg.Pool, *, user_id: str) -> AdminUserPublic:
+    """One user. Raises UserNotFoundError (404)."""
+    async with pool.acquire() as conn:
+        row = await admin_store.get_user_row(conn, id=user_id)
+    if row is None:
+        raise UserNotFoundError(f"no user {user_id!r}")
+    return AdminUserPublic.model_validate(dict(row))
+
+
+async def set_disabled(
+    pool: asyncpg.Pool,
+    clock: Clock,
+    *,
+    admin_id: str,
+    user_id: str,
+    disabled: bool,
+    reason: str | None,
+    ip: str | None,
+) -> AdminUserPublic:
+    """Disable (revoking every session) or re-enable a user; idempotent.
+
+    Raises UserNotFoundError (404), ConflictError (409) when an admin disables themself.
+    """
+    if disabled and user_id == admin_id:
+        raise ConflictError("an admin cannot disable their own account")
+    async with pool.acquire() as conn, conn.transaction():
+        if await admin_store.get_user_row(conn, id=user_id) is None:
+            raise UserNotFoundError(f"no user {user_id!r}")
+        details: dict[str, object] = {"admin_id": admin_id}
+        if disabled:
+            await accounts_store.insert_disabled(
+                conn, user_id=user_id, reason=reason, disabled_by=admin_id, now=clock.now()
+            )
+            details["reason"] = reason
+            details["sessions_revoked"] = await sessions_store.delete_user_sessions(
+                conn, user_id=user_id
+            )
+        else:
+            await accounts_store.delete_disabled(conn, user_id=user_id)
+        action = "admin.user_disabled" if disabled else "admin.user_enabled"
+        await audit_store.insert_audit(
+            conn, action=action, user_id=user_id, details=details, ip_address=ip
+        )
+    return await get_user(pool, user_id=user_id)
+
+
+async def list_sessions(
+    pool: asyncpg.Pool, clock: Clock, *, user_id: str | None
+) -> AdminSessionList:
+    """Live sessions of everyone or of one user, newest first (at most 500)."""
+    async with pool.acquire() as conn:
+        rows = await sessions_store.list_live_sessions(conn, user_id=user_id, now=clock.now())
+    return AdminSessionList(
+        items=[
+            AdminSessionPublic.model_validate(r.model_dump(exclude={"refresh_token_hash"}))
+            for r in rows
+        ]
+    )
+
+
+async def read_audit(
+    pool: asyncpg.Pool,
+    *,
+    user_id: str | None,
+    action: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    before: str | None,
+    limit: int,
+) -> AuditPage:
+    """A page of the audit log with filters (``store.admin.list_audit``)."""
+    async with pool.acquire() as conn:
+        rows = await admin_store.list_audit(
+            conn,
+            user_id=user_id,
+            action=action,
+            since=since,
+            until=until,
+            before=before,
+            limit=limit,
+        )
+    items = [
+        AuditEntryPublic(
+            id=r["id"],
+            user_id=r["user_id"],
+            action=r["action"],
+            details=r["details_json"],
+            ip_address=r["ip_address"],
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]
+    return AuditPage(items=items, next_before=items[-1].id if len(items) == limit else None)
+
+
+async def instance_stats(pool: asyncpg.Pool, clock: Clock) -> InstanceStats:
+    """Counts of users, sessions, agents, conversations, messages, peers and audit events."""
+    async with pool.acquire() as conn:
+        return InstanceStats(**await admin_store.instance_counts(conn, now=clock.now()))

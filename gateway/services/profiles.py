@@ -1,0 +1,117 @@
+"""The caller's own account: profile updates (``PATCH /v1/me``) and soft deletion.
+
+Email addresses are checked with ``email-validator`` (syntax only, RFC 5322/6531; no DNS) and
+stored lower-cased so that uniqueness ignores case. Phone numbers are parsed with
+``phonenumbers`` (libphonenumber), must be written in international form and are stored as
+E.164 (ITU-T E.164, at most 15 digits). Preferences are merged, then validated whole against
+``UserPreferences``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import phonenumbers
+from email_validator import EmailNotValidError, validate_email
+
+from gateway.clock import Clock
+from gateway.errors import FieldInvalidError, InvalidCredentialsError
+from gateway.services.accounts import Accounts, Authenticated, user_public
+from gateway.store import audit as audit_store
+from gateway.store import sessions as sessions_store
+from gateway.store import users as users_store
+from models import UserPreferences
+from models.account_api import PreferencesUpdate, UserUpdate
+from models.api import UserPublic
+
+
+def normalise_email(value: str) -> str:
+    """``Alice@Example.ORG`` → ``alice@example.org``. Raises FieldInvalidError (422)."""
+    try:
+        result = validate_email(value, check_deliverability=False)
+    except EmailNotValidError as exc:
+        raise FieldInvalidError(["body", "email"], str(exc)) from exc
+    return result.normalized.lower()
+
+
+def normalise_phone(value: str) -> str:
+    """``+34 612 34 56 78`` → ``+34612345678`` (E.164). Raises FieldInvalidError (422)."""
+    try:
+        number = phonenumbers.parse(value, None)
+    except phonenumbers.NumberParseException as exc:
+        raise FieldInvalidError(
+            ["body", "phone"], f"write the number in international form (+<country code>…): {exc}"
+        ) from exc
+    if not phonenumbers.is_valid_number(number):
+        raise FieldInvalidError(["body", "phone"], "not a valid phone number")
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def merged_preferences(current: UserPreferences, update: PreferencesUpdate) -> dict[str, Any]:
+    """``current`` with the fields set in ``update`` replaced, validated as UserPreferences."""
+    merged = current.model_dump()
+    for key, value in update.model_dump(exclude_none=True).items():
+        if isinstance(value, dict):
+            merged[key] = {**merged.get(key, {}), **value}
+        else:
+            merged[key] = value
+    return UserPreferences.model_validate(merged).model_dump()
+
+
+def _changes(auth: Authenticated, data: UserUpdate) -> dict[str, Any]:
+    given = data.model_fields_set
+    changes: dict[str, Any] = {}
+    for field in ("display_name", "avatar_url"):
+        if field in given:
+            changes[field] = getattr(data, field)
+    if "email" in given:
+        changes["email"] = normalise_email(data.email) if data.email else None
+    if "phone" in given:
+        changes["phone"] = normalise_phone(data.phone) if data.phone else None
+    if data.preferences is not None:
+        changes["preferences_json"] = merged_preferences(auth.user.preferences, data.preferences)
+    return changes
+
+
+async def update_profile(
+    accounts: Accounts, clock: Clock, auth: Authenticated, data: UserUpdate, *, ip: str | None
+) -> UserPublic:
+    """Apply a ``PATCH /v1/me``. Raises FieldInvalidError (422), EmailTakenError /
+    PhoneTakenError (409); nothing is written when any field is refused."""
+    changes = _changes(auth, data)
+    async with accounts.pool.acquire() as conn, conn.transaction():
+        user = await users_store.update_user(
+            conn, id=auth.user.id, changes=changes, now=clock.now()
+        )
+        await audit_store.insert_audit(
+            conn,
+            action="user.updated",
+            user_id=user.id,
+            details={"fields": sorted(changes)},
+            ip_address=ip,
+        )
+        return await user_public(conn, user)
+
+
+async def delete_account(
+    accounts: Accounts, clock: Clock, auth: Authenticated, password: str, *, ip: str | None
+) -> None:
+    """Soft-delete the caller (``deleted_at``; username and DID stay reserved; password,
+    contact data and LLM keys scrubbed) and revoke every session. Messages remain.
+
+    Raises InvalidCredentialsError (401) when ``password`` is wrong.
+    """
+    async with accounts.pool.acquire() as conn:
+        stored = await users_store.get_password_hash(conn, id=auth.user.id)
+    if not (await accounts.passwords.verify(stored, password)).ok:
+        raise InvalidCredentialsError("the password is wrong")
+    async with accounts.pool.acquire() as conn, conn.transaction():
+        await users_store.soft_delete_user(conn, id=auth.user.id, now=clock.now())
+        ended = await sessions_store.delete_user_sessions(conn, user_id=auth.user.id)
+        await audit_store.insert_audit(
+            conn,
+            action="user.deleted",
+            user_id=auth.user.id,
+            details={"sessions_revoked": ended},
+            ip_address=ip,
+        )

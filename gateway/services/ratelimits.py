@@ -1,0 +1,73 @@
+"""Rate limits for login and registration, on the ``limits`` library.
+
+One backend behind one small interface (DESIGN "Scale"): in-process memory by default, Redis
+when ``CONFER_REDIS_URL`` is set so that several gateway processes share the counters (keys
+``<prefix>/…`` under the data model's ``ratelimit:`` convention). Moving-window strategy; each
+rule is a ``limits`` string such as ``"10/minute;50/hour"``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from limits import RateLimitItem, parse_many
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+
+from gateway.errors import RateLimitedError
+from gateway.settings import Settings
+
+LOGIN_IP = "login_ip"
+LOGIN_ACCOUNT = "login_account"
+REGISTER_IP = "register_ip"
+
+
+def storage_for(settings: Settings) -> Storage:
+    """Memory storage, or Redis (redis-py asyncio) for a ``redis://``/``rediss://`` URL."""
+    if not settings.redis_url:
+        return MemoryStorage()
+    return RedisStorage(
+        settings.redis_url,
+        implementation="redispy",
+        key_prefix=f"ratelimit:{settings.rate_limit_prefix}",
+    )
+
+
+class RateLimiter:
+    """Named rules (``login_ip``, ``login_account``, ``register_ip``) over one storage."""
+
+    def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
+        self.storage = storage or storage_for(settings)
+        self._limiter = MovingWindowRateLimiter(self.storage)
+        self._rules: dict[str, list[RateLimitItem]] = {
+            LOGIN_IP: parse_many(settings.rate_limit_login_ip),
+            LOGIN_ACCOUNT: parse_many(settings.rate_limit_login_account),
+            REGISTER_IP: parse_many(settings.rate_limit_register_ip),
+        }
+
+    async def hit(self, rule: str, key: str) -> None:
+        """Count one attempt for ``key`` under ``rule``. Raises RateLimitedError (429) when
+        any window of the rule is already full (the attempt is then not counted)."""
+        await self.check(rule, key)
+        await self.count(rule, key)
+
+    async def count(self, rule: str, key: str) -> None:
+        """Count one attempt for ``key`` under ``rule`` without refusing it."""
+        for item in self._rules[rule]:
+            await self._limiter.hit(item, rule, key)
+
+    async def check(self, rule: str, key: str) -> None:
+        """Raise RateLimitedError (429, ``Retry-After`` in s) if ``key`` is over ``rule``."""
+        for item in self._rules[rule]:
+            if not await self._limiter.test(item, rule, key):
+                stats = await self._limiter.get_window_stats(item, rule, key)
+                retry_after = max(1, math.ceil(stats.reset_time - time.time()))
+                raise RateLimitedError(
+                    f"too many attempts ({item}); try again in {retry_after} s",
+                    retry_after=retry_after,
+                )
+
+    async def reset(self) -> None:
+        """Forget every counter (tests and the admin CLI)."""
+        await self.storage.reset()

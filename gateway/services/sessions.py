@@ -1,0 +1,228 @@
+"""Device sessions: access + refresh token pairs, rotation, reuse detection, revocation.
+
+A session row (data model ``sessions``) is one device's login chain. Its refresh token is
+``<session id>.<43 base64url chars>`` (256 random bits); only its SHA-256 is stored. Refreshing
+rotates it with a compare-and-set on the hash, so of two simultaneous refreshes at most one gets
+a new pair. A refresh token that was already rotated away is remembered
+(``used_refresh_tokens``); presenting it again is treated as theft (OAuth 2.0 Security BCP,
+RFC 9700 §4.14.2): the whole session is revoked and audited. Access tokens are JWTs tied to
+the session (``gateway.services.tokens``), so revocation ends them at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+
+from gateway.clock import Clock
+from gateway.errors import RefreshTokenInvalidError, SessionNotFoundError
+from gateway.ids import is_ulid, new_id
+from gateway.services.identity import Identity
+from gateway.services.tokens import issue_access_token
+from gateway.settings import Settings
+from gateway.store import accounts as accounts_store
+from gateway.store import audit as audit_store
+from gateway.store import sessions as sessions_store
+from gateway.store import users as users_store
+from models import SessionRow
+from models.account_api import SessionList, SessionPublic
+
+
+@dataclass(frozen=True)
+class TokenPair:
+    """A fresh access token (JWT, ``expires_in`` s) and refresh token for ``session_id``."""
+
+    access_token: str
+    expires_in: int
+    refresh_token: str
+    refresh_expires_in: int
+    session_id: str
+    user_id: str
+
+
+def hash_refresh_token(token: str) -> str:
+    """Hex SHA-256 of a refresh token (256-bit random, so a fast hash suffices)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _session_id_of(token: str) -> str:
+    session_id, sep, secret = token.partition(".")
+    if not sep or not is_ulid(session_id) or len(secret) < 40:
+        raise RefreshTokenInvalidError("malformed refresh token")
+    return session_id
+
+
+class DeviceSessions:
+    """Opens, refreshes, lists and revokes device sessions."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, identity: Identity, clock: Clock, settings: Settings
+    ) -> None:
+        self._pool = pool
+        self._identity = identity
+        self._clock = clock
+        self._settings = settings
+
+    def _new_tokens(self, session_id: str, user_id: str) -> TokenPair:
+        ttl = self._settings.access_token_ttl_seconds
+        access = issue_access_token(
+            self._identity,
+            user_id=user_id,
+            session_id=session_id,
+            now=int(self._clock.time()),
+            ttl=ttl,
+        )
+        refresh = f"{session_id}.{secrets.token_urlsafe(32)}"
+        lifetime = self._settings.session_ttl_seconds
+        return TokenPair(access, ttl, refresh, lifetime, session_id, user_id)
+
+    async def open(
+        self, conn: asyncpg.Connection, *, user_id: str, device_id: str, platform: str | None
+    ) -> TokenPair:
+        """Start a session for one device inside the caller's transaction; an older session
+        of the same device is replaced (one session per device)."""
+        now = self._clock.now()
+        await sessions_store.delete_device_sessions(conn, user_id=user_id, device_id=device_id)
+        expires_at = now + timedelta(seconds=self._settings.session_ttl_seconds)
+        session = await sessions_store.insert_session(
+            conn,
+            id=new_id(),
+            user_id=user_id,
+            device_id=device_id,
+            platform=platform,
+            expires_at=expires_at,
+            now=now,
+        )
+        pair = self._new_tokens(session.id, user_id)
+        await sessions_store.rotate_refresh_hash(
+            conn,
+            id=session.id,
+            old_hash=None,
+            new_hash=hash_refresh_token(pair.refresh_token),
+            now=now,
+            expires_at=expires_at,
+        )
+        return pair
+
+    async def refresh(self, refresh_token: str, *, ip: str | None) -> TokenPair:
+        """Rotate: the presented token stops working, a new pair is returned.
+
+        Raises RefreshTokenInvalidError (401) for an unknown, expired or revoked token, and
+        for a reused one — after revoking that session and auditing ``auth.refresh_reuse``.
+        """
+        session_id = _session_id_of(refresh_token)
+        presented = hash_refresh_token(refresh_token)
+        reused = False
+        async with self._pool.acquire() as conn, conn.transaction():
+            pair = await self._rotate(conn, session_id, presented, ip)
+            if pair is None:
+                reused = await self._revoke_if_reused(conn, presented, ip)
+        if pair is None:
+            detail = "refresh token reused; the session was revoked" if reused else None
+            raise RefreshTokenInvalidError(detail)
+        return pair
+
+    async def _rotate(
+        self, conn: asyncpg.Connection, session_id: str, presented: str, ip: str | None
+    ) -> TokenPair | None:
+        now = self._clock.now()
+        session = await sessions_store.get_session(conn, id=session_id)
+        if session is None or session.expires_at <= now or session.refresh_token_hash is None:
+            return None
+        if not hmac.compare_digest(session.refresh_token_hash, presented):
+            return None
+        user = await users_store.get_user(conn, id=session.user_id)
+        disabled = await accounts_store.get_disabled(conn, user_id=session.user_id)
+        if user is None or user.deleted_at is not None or disabled is not None:
+            return None
+        pair = self._new_tokens(session.id, session.user_id)
+        expires_at = now + timedelta(seconds=self._settings.session_ttl_seconds)
+        new_hash = hash_refresh_token(pair.refresh_token)
+        if not await sessions_store.rotate_refresh_hash(
+            conn,
+            id=session.id,
+            old_hash=presented,
+            new_hash=new_hash,
+            now=now,
+            expires_at=expires_at,
+        ):
+            return None  # a concurrent refresh won the race
+        await accounts_store.insert_used_token(
+            conn, token_hash=presented, session_id=session.id, user_id=session.user_id, now=now
+        )
+        await audit_store.insert_audit(
+            conn,
+            action="auth.refresh",
+            user_id=session.user_id,
+            details={"session_id": session.id},
+            ip_address=ip,
+        )
+        return pair
+
+    async def _revoke_if_reused(
+        self, conn: asyncpg.Connection, presented: str, ip: str | None
+    ) -> bool:
+        used = await accounts_store.get_used_token(conn, token_hash=presented)
+        if used is None:
+            return False
+        revoked = await sessions_store.delete_session(conn, id=used["session_id"])
+        await audit_store.insert_audit(
+            conn,
+            action="auth.refresh_reuse",
+            user_id=used["user_id"],
+            details={"session_id": used["session_id"], "session_revoked": revoked},
+            ip_address=ip,
+        )
+        return True
+
+    async def list(self, *, user_id: str, current_session_id: str) -> SessionList:
+        """The user's unexpired sessions, newest first, the caller's marked ``current``."""
+        async with self._pool.acquire() as conn:
+            rows = await sessions_store.list_live_sessions(
+                conn, user_id=user_id, now=self._clock.now()
+            )
+        return SessionList(items=[session_public(r, current_session_id) for r in rows])
+
+    async def revoke(self, *, user_id: str, session_id: str, ip: str | None) -> None:
+        """End one of the user's sessions. Raises SessionNotFoundError (404)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if not await sessions_store.delete_user_session(conn, id=session_id, user_id=user_id):
+                raise SessionNotFoundError(f"no session {session_id!r}")
+            await audit_store.insert_audit(
+                conn,
+                action="session.revoked",
+                user_id=user_id,
+                details={"session_id": session_id},
+                ip_address=ip,
+            )
+
+    async def revoke_others(self, *, user_id: str, keep: str | None, ip: str | None) -> int:
+        """End every session of the user but ``keep``; returns how many ended."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            count = await sessions_store.delete_user_sessions(conn, user_id=user_id, keep=keep)
+            await audit_store.insert_audit(
+                conn,
+                action="session.revoked_others",
+                user_id=user_id,
+                details={"kept": keep, "revoked": count},
+                ip_address=ip,
+            )
+        return count
+
+
+def session_public(row: SessionRow, current_session_id: str | None) -> SessionPublic:
+    """The API view of a session row (never its refresh token hash)."""
+    return SessionPublic(
+        id=row.id,
+        device_id=row.device_id,
+        platform=row.platform,
+        created_at=row.created_at,
+        last_active_at=row.last_active_at,
+        expires_at=row.expires_at,
+        current=row.id == current_session_id,
+    )

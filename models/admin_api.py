@@ -1,0 +1,164 @@
+"""API bodies of the admin API (``/v1/admin/…``, OpenAPI tag ``admin``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, JsonValue, StringConstraints
+from pydantic.config import JsonDict
+
+from .base import ConferModel, Timestamp, Ulid
+
+_ULID = "01J9Z8Q6X3V5N2K7M4R1T0W8YC"
+_TIME = "2026-11-30T09:15:00Z"
+_USER: JsonDict = {
+    "id": _ULID,
+    "username": "alice",
+    "display_name": "Alice",
+    "email": "alice@example.org",
+    "phone": None,
+    "did": "did:web:confer.example:users:alice",
+    "created_at": _TIME,
+    "deleted_at": None,
+    "disabled_at": None,
+    "disabled_reason": None,
+    "is_admin": False,
+}
+_SESSION: JsonDict = {
+    "id": _ULID,
+    "user_id": _ULID,
+    "device_id": "laptop",
+    "platform": "web",
+    "created_at": _TIME,
+    "last_active_at": _TIME,
+    "expires_at": _TIME,
+}
+_AUDIT: JsonDict = {
+    "id": _ULID,
+    "user_id": _ULID,
+    "action": "auth.login_failed",
+    "details": {"username": "alice"},
+    "ip_address": "203.0.113.7",
+    "created_at": _TIME,
+}
+
+
+class AdminUserPublic(ConferModel):
+    """A user as an admin sees it: contact data and account state, never secrets."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_USER]})
+
+    id: Ulid
+    username: str
+    display_name: str | None = None
+    email: str | None = None
+    phone: str | None = None
+    did: str
+    created_at: Timestamp
+    deleted_at: Timestamp | None = None
+    disabled_at: Timestamp | None = None
+    disabled_reason: str | None = None
+    is_admin: bool
+
+
+class AdminUserPage(ConferModel):
+    """Users, newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_USER], "next_before": None}]}
+    )
+
+    items: list[AdminUserPublic]
+    next_before: Ulid | None = None
+
+
+class DisableCreate(ConferModel):
+    """``POST /v1/admin/users/{id}/disable``: why (kept in the audit log)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"reason": "spam"}]})
+
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class AdminSessionPublic(ConferModel):
+    """A live device session of any user."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_SESSION]})
+
+    id: Ulid
+    user_id: Ulid
+    device_id: str
+    platform: str | None = None
+    created_at: Timestamp
+    last_active_at: Timestamp | None = None
+    expires_at: Timestamp
+
+
+class AdminSessionList(ConferModel):
+    """Live sessions, newest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_SESSION]}]})
+
+    items: list[AdminSessionPublic]
+
+
+class AuditEntryPublic(ConferModel):
+    """One ``audit_log`` row."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_AUDIT]})
+
+    id: Ulid
+    user_id: str | None = None
+    action: str
+    details: JsonValue | None = None
+    ip_address: str | None = None
+    created_at: Timestamp
+
+
+class AuditPage(ConferModel):
+    """Audit rows, newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_AUDIT], "next_before": None}]}
+    )
+
+    items: list[AuditEntryPublic]
+    next_before: Ulid | None = None
+
+
+class InstanceStats(ConferModel):
+    """Counts describing the instance right now."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "users_total": 12,
+                    "users_active": 10,
+                    "users_deleted": 1,
+                    "users_disabled": 1,
+                    "admins": 1,
+                    "sessions_live": 14,
+                    "agents": 12,
+                    "conversations": 40,
+                    "messages": 1200,
+                    "peer_agents": 7,
+                    "audit_events_24h": 230,
+                    "login_failures_24h": 3,
+                }
+            ]
+        }
+    )
+
+    users_total: int
+    users_active: int = Field(description="Neither deleted nor disabled.")
+    users_deleted: int
+    users_disabled: int
+    admins: int
+    sessions_live: int
+    agents: int
+    conversations: int
+    messages: int
+    peer_agents: int
+    audit_events_24h: int
+    login_failures_24h: int
