@@ -20,7 +20,7 @@ from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
-from gateway.realtime.hub import EventHub
+from gateway.realtime.backends import start_hub
 from gateway.routes import auth, conversations, events, federation, identity
 from gateway.services.accounts import Accounts
 from gateway.services.identity import load_identity
@@ -28,6 +28,7 @@ from gateway.services.peers import PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.workers.delivery import DeliveryWorker
+from gateway.workers.streams import trim_events_forever
 
 DESCRIPTION = """\
 Confer is a self-hosted, federated messaging gateway for people and their AI agents.
@@ -60,7 +61,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             await asyncio.to_thread(migrations.upgrade, url)
         pool = await create_pool(url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
+        hub = None
         try:
+            hub = await start_hub(settings, pool)
             identity = await load_identity(
                 pool,
                 public_url=settings.public_url,
@@ -85,16 +88,20 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
                 ),
-                hub=EventHub(settings.ws_queue_size),
+                hub=hub,
             )
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
+            trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
             try:
                 yield
             finally:
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                trimmer.cancel()
+                await asyncio.gather(task, trimmer, return_exceptions=True)
         finally:
+            if hub is not None:
+                await hub.close()
             await http.aclose()
             await pool.close()
 

@@ -51,6 +51,27 @@ class Settings(BaseSettings):
     delivery_max_attempts: int = 16
 
     ws_queue_size: int = 256
+    ws_replay_window: int = Field(
+        default=1000, description="Events per user a reconnecting device can replay."
+    )
+    ws_replay_max_age_seconds: int = Field(
+        default=7 * 24 * 3600, description="Stored events older than this are trimmed."
+    )
+    ws_ping_interval_seconds: float = 25.0
+    ws_ping_timeout_seconds: float = 20.0
+    ws_allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins allowed on /v1/ws besides public_url's ('*' = any).",
+    )
+    typing_interval_seconds: float = Field(
+        default=3.0, description="At most one typing event per user and conversation per this."
+    )
+    nats_url: str | None = Field(
+        default=None, description="NATS server for the event bus; unset = in-process bus."
+    )
+    redis_url: str | None = Field(
+        default=None, description="Redis for presence, typing and rate limits; unset = memory."
+    )
 
     @field_validator("public_url")
     @classmethod

@@ -1,4 +1,13 @@
-"""Reserved for the conversations work (issue 4); no schema change yet.
+"""Conversations and the real-time protocol (issue 4): per-user event streams.
+
+- ``user_streams``: one row per user: the stream's ``epoch`` (changes only when the stream is
+  reset, so a client's offset from before is meaningless) and ``head``, the last offset used.
+  Appending locks the row, so offsets are gap-free and in commit order per user.
+- ``user_events``: the replay window: the last events of each user, by (user_id, seq). Rows are
+  trimmed by age and count; PostgreSQL stays the source of truth, so a resume works on any
+  gateway process.
+
+The data model's own tables are left exactly as specified (``tests/test_schema.py``).
 
 Revision ID: 0004
 Revises: 0003
@@ -6,15 +15,46 @@ Revises: 0003
 
 from __future__ import annotations
 
+from alembic import op
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
 
+UPGRADE = (
+    """
+    CREATE TABLE user_streams (
+      user_id    CHAR(26) PRIMARY KEY REFERENCES users(id),
+      epoch      VARCHAR(36) NOT NULL,
+      head       BIGINT NOT NULL DEFAULT 0,
+      created_at TIMESTAMPTZ NOT NULL DEFAULT NOW()
+    )
+    """,
+    """
+    CREATE TABLE user_events (
+      user_id    CHAR(26) NOT NULL,
+      seq        BIGINT NOT NULL,
+      type       VARCHAR(64) NOT NULL,
+      data_json  JSONB NOT NULL,
+      created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+      PRIMARY KEY (user_id, seq)
+    )
+    """,
+    """
+    CREATE INDEX idx_user_events_created ON user_events (created_at)
+    """,
+)
+
+DOWNGRADE = ("DROP TABLE user_events", "DROP TABLE user_streams")
+
 
 def upgrade() -> None:
-    """Nothing yet."""
+    # asyncpg prepares each statement: one per call.
+    for statement in UPGRADE:
+        op.execute(statement)
 
 
 def downgrade() -> None:
-    """Nothing yet."""
+    for statement in DOWNGRADE:
+        op.execute(statement)

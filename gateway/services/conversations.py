@@ -204,8 +204,11 @@ async def post_message(
                     message, sender_name=user.display_name or user.username, recipient_did=p["did"]
                 ),
             )
-    local_users = [p["user_id"] for p in participants if p["user_id"]]
-    hub.publish(local_users, MESSAGE_CREATED, message.model_dump(mode="json"))
+        local_users = [p["user_id"] for p in participants if p["user_id"]]
+        outgoing = await hub.append(
+            conn, local_users, MESSAGE_CREATED, message.model_dump(mode="json")
+        )
+    await hub.send(outgoing)
     return message
 
 
