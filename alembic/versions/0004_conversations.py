@@ -6,6 +6,9 @@
 - ``user_events``: the replay window: the last events of each user, by (user_id, seq). Rows are
   trimmed by age and count; PostgreSQL stays the source of truth, so a resume works on any
   gateway process.
+- ``conversation_heads``: the last message id of each conversation. Inserting a message locks
+  this row and takes an id greater than it, so message ids (the server order) follow commit
+  order per conversation across processes and wall-clock steps.
 
 The data model's own tables are left exactly as specified (``tests/test_schema.py``).
 
@@ -44,9 +47,19 @@ UPGRADE = (
     """
     CREATE INDEX idx_user_events_created ON user_events (created_at)
     """,
+    """
+    CREATE TABLE conversation_heads (
+      conversation_id CHAR(26) PRIMARY KEY REFERENCES conversations(id),
+      last_message_id CHAR(26) NOT NULL
+    )
+    """,
 )
 
-DOWNGRADE = ("DROP TABLE user_events", "DROP TABLE user_streams")
+DOWNGRADE = (
+    "DROP TABLE conversation_heads",
+    "DROP TABLE user_events",
+    "DROP TABLE user_streams",
+)
 
 
 def upgrade() -> None:

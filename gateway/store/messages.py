@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 
+from gateway.ids import next_after
 from models import Message
 
 _COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_type, content,
@@ -34,7 +35,13 @@ async def insert_message(
     in_reply_to: str | None = None,
     via: str | None = None,
 ) -> Message:
-    """Insert one message; ``thread_root`` is derived from the parent when replying."""
+    """Insert one message; ``thread_root`` is derived from the parent when replying.
+
+    ``id`` is a candidate: when the conversation already holds a message with an id not below
+    it (another process in the same millisecond, a clock stepped back), the message gets the
+    next id after that one instead, so ids follow commit order within a conversation.
+    """
+    id = await _claim_message_id(conn, conversation_id=conversation_id, candidate=id)
     record = await conn.fetchrow(
         f"""INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
                                   content_type, content, content_json, in_reply_to,
@@ -56,6 +63,33 @@ async def insert_message(
     )
     assert record is not None
     return _message(record)
+
+
+async def _claim_message_id(
+    conn: asyncpg.Connection, *, conversation_id: str, candidate: str
+) -> str:
+    """Lock the conversation's head row and return an id above its last message id."""
+    record = await conn.fetchrow(
+        """INSERT INTO conversation_heads (conversation_id, last_message_id) VALUES ($1, $2)
+           ON CONFLICT (conversation_id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id
+           RETURNING last_message_id, (xmax = 0) AS inserted""",
+        conversation_id,
+        candidate,
+    )
+    assert record is not None
+    if record["inserted"]:
+        return candidate
+    chosen = (
+        candidate
+        if candidate > record["last_message_id"]
+        else next_after(record["last_message_id"])
+    )
+    await conn.execute(
+        "UPDATE conversation_heads SET last_message_id = $2 WHERE conversation_id = $1",
+        conversation_id,
+        chosen,
+    )
+    return chosen
 
 
 async def message_in_conversation(
