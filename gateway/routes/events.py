@@ -19,7 +19,9 @@ from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 
 from gateway.deps import get_ws_state
 from gateway.errors import ConferError
+from gateway.ids import new_id
 from gateway.realtime.session import EventSession, Resume, SessionLimits
+from gateway.services import presence
 from gateway.services.accounts import Authenticated
 from gateway.services.typing import handle_client_frame
 from gateway.state import AppState
@@ -122,4 +124,9 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         return await handle_client_frame(state, auth.user, frame)
 
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
-    await session.run({"user_id": auth.user.id, "did": auth.user.did}, resume)
+    device = new_id()
+    await presence.device_connected(state, auth.user, device)
+    try:
+        await session.run({"user_id": auth.user.id, "did": auth.user.did}, resume)
+    finally:
+        await presence.device_disconnected(state, auth.user, device)

@@ -129,3 +129,14 @@ async def list_participants(
 async def touch_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
     """Bump ``updated_at`` so the conversation sorts first in its members' lists."""
     await conn.execute("UPDATE conversations SET updated_at = NOW() WHERE id = $1", conversation_id)
+
+
+async def list_co_participant_user_ids(conn: asyncpg.Connection, *, user_id: str) -> list[str]:
+    """Ids of the local users who share at least one conversation with ``user_id``."""
+    records = await conn.fetch(
+        """SELECT DISTINCT other.user_id FROM conversation_participants mine
+           JOIN conversation_participants other ON other.conversation_id = mine.conversation_id
+           WHERE mine.user_id = $1 AND other.user_id IS NOT NULL AND other.user_id <> $1""",
+        user_id,
+    )
+    return [r["user_id"] for r in records]

@@ -14,12 +14,14 @@ from gateway.workers.streams import trim_events_once
 from tests.gateway.harness import Instance, User, run_instance
 
 
-async def _frame(ws: Any, within: float = 10.0) -> dict[str, Any]:
-    """The next frame that is not a heartbeat ping."""
+async def _frame(
+    ws: Any, within: float = 10.0, skip: tuple[str, ...] = ("ping", "presence")
+) -> dict[str, Any]:
+    """The next frame whose type is not in ``skip`` (heartbeats and presence by default)."""
     async with asyncio.timeout(within):
         while True:
             frame = json.loads(await ws.recv())
-            if frame["type"] != "ping":
+            if frame["type"] not in skip:
                 return dict(frame)
 
 
@@ -259,3 +261,25 @@ def test_slow_subscriber_drops_ephemeral_frames_first_then_overflows() -> None:
     assert subscriber.offer(control_frame("pong"))  # control frames are never dropped
     assert not subscriber.offer(event_frame("message.created", 5, "{}"))
     assert subscriber.overflowed.is_set()
+
+
+async def test_presence_on_first_device_and_last_device(instance: Instance) -> None:
+    alice, bob, _ = await _pair(instance)
+    ws_bob = await _connect(bob)
+    await _frame(ws_bob, skip=("ping",))
+    first = await _connect(alice)
+    assert await _frame(ws_bob, skip=("ping",)) == {
+        "type": "presence",
+        "data": {"user_id": alice.profile["id"], "status": "online"},
+    }
+    second = await _connect(alice)
+    await _frame(second)
+    await second.close()
+    await first.close()
+    assert (await _frame(ws_bob, skip=("ping",)))["data"][
+        "status"
+    ] == "offline"  # once, after the last device
+    await alice.request("GET", "/v1/conversations")
+    with pytest.raises(TimeoutError):
+        await _frame(ws_bob, within=0.3, skip=("ping",))
+    await ws_bob.close()
