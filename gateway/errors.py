@@ -114,6 +114,30 @@ class PeerError(ConferError):
         self.wire_code = code
 
 
+class NotConversationAdminError(ForbiddenError):
+    code, title = "not_conversation_admin", "Only the conversation's admins may do that"
+
+
+class ObserverCannotPostError(ForbiddenError):
+    code, title = "observer_cannot_post", "Observers read but cannot post"
+
+
+class ConversationArchivedError(ConflictError):
+    code, title = "conversation_archived", "The conversation is archived (read-only)"
+
+
+class NotAGroupError(ConflictError):
+    code, title = "not_a_group", "Participants can only be added to or removed from a group"
+
+
+class AlreadyParticipantError(ConflictError):
+    code, title = "already_participant", "Already a participant"
+
+
+class ParticipantNotFoundError(NotFoundError):
+    code, title = "participant_not_found", "No such participant in this conversation"
+
+
 class UnsupportedMediaTypeError(ConferError):
     code, status, title = "unsupported_media_type", 415, "Unsupported media type"
 

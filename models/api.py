@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from .base import ConferModel, Timestamp, Ulid
 from .messages import Message
@@ -83,14 +83,59 @@ class ContactPublic(ConferModel):
 
 
 class ConversationCreate(ConferModel):
-    """``POST /v1/conversations``: a direct conversation with one user or agent, by DID.
+    """``POST /v1/conversations``: a direct conversation with one DID, or a group.
 
-    Creating a direct conversation that already exists returns the existing one.
+    Direct types need ``participant_did`` (a user for ``direct_user_user``, an agent for
+    ``direct_user_agent`` and ``direct_agent_agent``, where ``agent_did`` names which of the
+    caller's agents speaks — default: the main one). Creating a direct conversation that
+    already exists returns the existing one. A ``group`` takes ``participant_dids`` (users,
+    agents of this instance, peer agents) and the caller becomes its admin.
     """
 
-    type: Literal["direct_user_user", "direct_user_agent"] = "direct_user_user"
-    participant_did: DID
+    type: Literal["direct_user_user", "direct_user_agent", "direct_agent_agent", "group"] = (
+        "direct_user_user"
+    )
+    participant_did: DID | None = None
+    participant_dids: list[DID] = Field(default_factory=list, max_length=1000)
+    agent_did: DID | None = None
     name: Annotated[str, StringConstraints(max_length=255)] | None = None
+
+    @model_validator(mode="after")
+    def _participants_fit_the_type(self) -> ConversationCreate:
+        if self.type == "group":
+            if self.participant_did is not None:
+                raise ValueError("a group takes participant_dids, not participant_did")
+        elif self.participant_did is None or self.participant_dids:
+            raise ValueError("a direct conversation takes exactly one participant_did")
+        if self.agent_did is not None and self.type != "direct_agent_agent":
+            raise ValueError("agent_did is only for direct_agent_agent")
+        return self
+
+
+class ConversationUpdate(ConferModel):
+    """``PATCH /v1/conversations/{id}`` (admins): rename, archive (read-only) or unarchive."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    archived: bool | None = None
+
+
+class ParticipantCreate(ConferModel):
+    """``POST /v1/conversations/{id}/participants`` (admins of a group): add a DID."""
+
+    did: DID
+    role: Literal["member", "admin", "observer"] = "member"
+
+
+class ParticipantUpdate(ConferModel):
+    """``PATCH /v1/conversations/{id}/participants/{participant_id}`` (admins): change role."""
+
+    role: Literal["member", "admin", "observer"]
+
+
+class MembershipUpdate(ConferModel):
+    """``PATCH /v1/conversations/{id}/membership``: the caller's own notification setting."""
+
+    notification: Literal["all", "mentions", "none"]
 
 
 class ParticipantPublic(ConferModel):
@@ -100,6 +145,18 @@ class ParticipantPublic(ConferModel):
     did: str | None = None
     name: str | None = None
     role: str | None = None
+    id: Ulid | None = None
+    joined_at: Timestamp | None = None
+
+
+class MembershipPublic(ConferModel):
+    """The caller's own participation: role, notification setting, read position, unread."""
+
+    participant_id: Ulid
+    role: str | None = None
+    notification: str | None = None
+    last_read_at: Timestamp | None = None
+    unread: int = 0
 
 
 class ConversationPublic(ConferModel):
@@ -112,6 +169,8 @@ class ConversationPublic(ConferModel):
     created_at: Timestamp
     updated_at: Timestamp
     participants: list[ParticipantPublic]
+    archived_at: Timestamp | None = None
+    membership: MembershipPublic | None = None
 
 
 class MessageCreate(ConferModel):

@@ -9,6 +9,9 @@
 - ``conversation_heads``: the last message id of each conversation. Inserting a message locks
   this row and takes an id greater than it, so message ids (the server order) follow commit
   order per conversation across processes and wall-clock steps.
+- ``conversation_reads``: each participant's read position (the last message id read; it only
+  moves forward). ``conversation_participants.last_read_at`` records when; unread counts are
+  counted from the position, so they are exact under concurrency.
 
 The data model's own tables are left exactly as specified (``tests/test_schema.py``).
 
@@ -53,9 +56,17 @@ UPGRADE = (
       last_message_id CHAR(26) NOT NULL
     )
     """,
+    """
+    CREATE TABLE conversation_reads (
+      participant_id CHAR(26) PRIMARY KEY
+                     REFERENCES conversation_participants(id) ON DELETE CASCADE,
+      message_id     CHAR(26) NOT NULL REFERENCES messages(id)
+    )
+    """,
 )
 
 DOWNGRADE = (
+    "DROP TABLE conversation_reads",
     "DROP TABLE conversation_heads",
     "DROP TABLE user_events",
     "DROP TABLE user_streams",

@@ -10,6 +10,7 @@ from gateway.deps import Current, State
 from gateway.errors import ValidationFailedError
 from gateway.ids import is_ulid
 from gateway.services import conversations as service
+from gateway.services import participants
 from gateway.store import peers as peers_store
 from models import Message
 from models.api import (
@@ -26,6 +27,8 @@ router = APIRouter(tags=["conversations"])
 _ERRORS = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such conversation, or not a participant (problem+json)"},
+    403: {"description": "Not allowed: observer, or not an admin (problem+json)"},
+    409: {"description": "Archived conversation, or not a group (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},
 }
 
@@ -65,13 +68,17 @@ async def list_contacts(current: Current, state: State) -> list[ContactPublic]:
 @router.post(
     "/v1/conversations",
     status_code=201,
-    summary="Start a direct conversation",
-    responses={**_ERRORS, 200: {"description": "The conversation already existed"}},
+    summary="Start a direct conversation or a group",
+    responses={**_ERRORS, 200: {"description": "The direct conversation already existed"}},
 )
 async def create_conversation(
     data: ConversationCreate, current: Current, state: State, response: Response
 ) -> ConversationPublic:
-    """Find or create the direct conversation with a local or remote DID."""
+    """Find or create the direct conversation with a local or remote DID, or create a group."""
+    if data.type == "group":
+        return await participants.create_group(
+            state.pool, state.hub, state.identity, state.peers, current.user, data
+        )
     conversation, created = await service.create_direct_conversation(
         state.pool, state.identity, state.peers, current.user, data
     )
@@ -88,7 +95,8 @@ async def list_conversations(
     return await service.list_conversations(state.pool, current.user, limit)
 
 
-def _checked_id(conversation_id: str) -> str:
+def checked_id(conversation_id: str) -> str:
+    """``conversation_id`` when it is a ULID; ValidationFailedError (422) otherwise."""
     if not is_ulid(conversation_id):
         raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
     return conversation_id
@@ -99,7 +107,7 @@ async def get_conversation(
     conversation_id: str, current: Current, state: State
 ) -> ConversationPublic:
     """A conversation the caller takes part in."""
-    return await service.get_conversation(state.pool, current.user, _checked_id(conversation_id))
+    return await service.get_conversation(state.pool, current.user, checked_id(conversation_id))
 
 
 @router.post(
@@ -113,7 +121,7 @@ async def post_message(
 ) -> Message:
     """Store a message, push it to every participant's devices, and queue it for peers."""
     return await service.post_message(
-        state.pool, state.hub, current.user, _checked_id(conversation_id), data
+        state.pool, state.hub, current.user, checked_id(conversation_id), data
     )
 
 
@@ -129,8 +137,8 @@ async def list_messages(
 ) -> MessagePage:
     """Messages newest first; follow ``next_before`` for older pages."""
     if before is not None:
-        _checked_id(before)
+        checked_id(before)
     items, next_before = await service.list_messages(
-        state.pool, current.user, _checked_id(conversation_id), before=before, limit=limit
+        state.pool, current.user, checked_id(conversation_id), before=before, limit=limit
     )
     return MessagePage(items=items, next_before=next_before)

@@ -12,7 +12,13 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from did.web import split_did_url
-from gateway.errors import ConversationNotFoundError, RecipientNotFoundError, ValidationFailedError
+from gateway.errors import (
+    ConversationArchivedError,
+    ConversationNotFoundError,
+    ObserverCannotPostError,
+    RecipientNotFoundError,
+    ValidationFailedError,
+)
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.services.identity import Identity
@@ -24,7 +30,13 @@ from gateway.store import peers as peers_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import ConversationRow, Message, User
-from models.api import ConversationCreate, ConversationPublic, MessageCreate, ParticipantPublic
+from models.api import (
+    ConversationCreate,
+    ConversationPublic,
+    MembershipPublic,
+    MessageCreate,
+    ParticipantPublic,
+)
 
 MESSAGE_CREATED = "message.created"
 
@@ -46,22 +58,85 @@ async def _local_participant(
     raise RecipientNotFoundError(f"{did} is not a user or agent of this instance")
 
 
+async def resolve_participant(
+    pool: asyncpg.Pool, identity: Identity, peers: PeerDirectory, did: str
+) -> ParticipantRef:
+    """A DID as a participant: a local user or agent, or a peer agent (resolved and cached).
+
+    Raises RecipientNotFoundError for an unknown local DID and the resolver's errors (4xx)
+    for a remote one that cannot be used.
+    """
+    split_did_url(did)  # refuse DID URLs with fragments early
+    if identity.local_subject(did) is None:
+        peer = await peers.resolve(did)
+        return ("peer_agent", peer.id)
+    async with pool.acquire() as conn:
+        return await _local_participant(conn, identity, did)
+
+
 async def conversation_public(
-    conn: asyncpg.Connection, conversation: ConversationRow
+    conn: asyncpg.Connection, conversation: ConversationRow, *, viewer: User | None = None
 ) -> ConversationPublic:
-    """The conversation with its participants' DIDs and names."""
+    """The conversation with its participants; with ``viewer``, also their own membership
+    (role, notification, last_read_at, exact unread count)."""
     rows = await conv_store.list_participants(conn, conversation_id=conversation.id)
+    membership = None
+    if viewer is not None:
+        mine = await conv_store.get_membership(
+            conn, conversation_id=conversation.id, user_id=viewer.id
+        )
+        if mine is not None:
+            unread = await messages_store.count_unread(
+                conn, conversation_id=conversation.id, participant_id=mine.id, user_id=viewer.id
+            )
+            membership = MembershipPublic(
+                participant_id=mine.id,
+                role=mine.role,
+                notification=mine.notification,
+                last_read_at=mine.last_read_at,
+                unread=unread,
+            )
     return ConversationPublic(
         **conversation.model_dump(include={"id", "type", "name", "created_by"}),
         created_at=conversation.created_at,
         updated_at=conversation.updated_at,
+        archived_at=conversation.archived_at,
         participants=[
             ParticipantPublic(
-                participant_type=r["participant_type"], did=r["did"], name=r["name"], role=r["role"]
+                participant_type=r["participant_type"],
+                did=r["did"],
+                name=r["name"],
+                role=r["role"],
+                id=r["id"],
+                joined_at=r["joined_at"],
             )
             for r in rows
         ],
+        membership=membership,
     )
+
+
+_DIRECT_KINDS = {
+    "direct_user_user": ("user", "peer_agent"),
+    "direct_user_agent": ("own_agent", "peer_agent"),
+    "direct_agent_agent": ("own_agent", "peer_agent"),
+}
+
+
+async def _speaking_agent(
+    conn: asyncpg.Connection, identity: Identity, user: User, agent_did: str | None
+) -> ParticipantRef:
+    """The caller's agent for a direct_agent_agent conversation (default: the main one)."""
+    if agent_did is None:
+        agent = await users_store.get_main_agent(conn, user_id=user.id)
+        if agent is None:
+            raise ValidationFailedError("you have no agent to speak for you")
+        return ("own_agent", agent.id)
+    ref = await _local_participant(conn, identity, agent_did)
+    agent = await users_store.get_agent(conn, id=ref[1]) if ref[0] == "own_agent" else None
+    if agent is None or agent.user_id != user.id:
+        raise ValidationFailedError("agent_did must be one of your own agents")
+    return ref
 
 
 async def create_direct_conversation(
@@ -71,41 +146,46 @@ async def create_direct_conversation(
     user: User,
     data: ConversationCreate,
 ) -> tuple[ConversationPublic, bool]:
-    """Find or create the direct conversation between ``user`` and one DID.
+    """Find or create the direct conversation of ``data.type`` between ``user`` and one DID.
 
     Returns ``(conversation, created)``. A remote DID is resolved (and cached) first; a local
-    one must name an existing user or agent. Concurrent creates of the same pair serialise on
-    an advisory lock, so they yield one conversation.
+    one must name an existing user or agent of the kind the type needs (ValidationFailedError
+    otherwise). In ``direct_agent_agent`` the caller's agent speaks and the caller observes.
+    Concurrent creates of the same pair serialise on an advisory lock: they yield one row.
     """
-    split_did_url(data.participant_did)  # refuse DID URLs with fragments early
+    assert data.participant_did is not None
     if data.participant_did == user.did:
         raise ValidationFailedError("a direct conversation needs another participant")
-    other: ParticipantRef
-    if identity.local_subject(data.participant_did) is None:
-        peer = await peers.resolve(data.participant_did)
-        other = ("peer_agent", peer.id)
-    else:
-        async with pool.acquire() as conn:
-            other = await _local_participant(conn, identity, data.participant_did)
+    other = await resolve_participant(pool, identity, peers, data.participant_did)
+    if other[0] not in _DIRECT_KINDS[data.type]:
+        raise ValidationFailedError(f"{data.participant_did} cannot take part in {data.type}")
     async with pool.acquire() as conn, conn.transaction():
+        mine: ParticipantRef = ("user", user.id)
+        if data.type == "direct_agent_agent":
+            mine = await _speaking_agent(conn, identity, user, data.agent_did)
+            if mine == other:
+                raise ValidationFailedError("an agent cannot converse with itself")
         await conv_store.lock_direct_pair(conn, f"{data.type}:{user.id}:{other[0]}:{other[1]}")
         existing = await conv_store.find_direct_conversation(
             conn, type=data.type, user_id=user.id, other=other
         )
         if existing is not None:
-            return await conversation_public(conn, existing), False
+            return await conversation_public(conn, existing, viewer=user), False
         conversation = await conv_store.insert_conversation(
             conn, type=data.type, name=data.name, created_by=user.id
         )
+        if mine[0] == "own_agent":
+            await conv_store.insert_participant(conn, conversation_id=conversation.id, who=mine)
+        role = "observer" if mine[0] == "own_agent" else "admin"
         await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", user.id), role="admin"
+            conn, conversation_id=conversation.id, who=("user", user.id), role=role
         )
         await conv_store.insert_participant(conn, conversation_id=conversation.id, who=other)
         if other[0] == "peer_agent":
             await peers_store.upsert_contact(
                 conn, user_id=user.id, peer_id=other[1], alias=None, added_via="conversation"
             )
-        return await conversation_public(conn, conversation), True
+        return await conversation_public(conn, conversation, viewer=user), True
 
 
 async def get_conversation(
@@ -118,7 +198,7 @@ async def get_conversation(
         )
         if conversation is None:
             raise ConversationNotFoundError(f"no conversation {conversation_id}")
-        return await conversation_public(conn, conversation)
+        return await conversation_public(conn, conversation, viewer=user)
 
 
 async def list_conversations(
@@ -127,7 +207,26 @@ async def list_conversations(
     """The user's conversations, most recently active first."""
     async with pool.acquire() as conn:
         rows = await conv_store.list_conversations_for_user(conn, user_id=user.id, limit=limit)
-        return [await conversation_public(conn, row) for row in rows]
+        return [await conversation_public(conn, row, viewer=user) for row in rows]
+
+
+async def check_can_post(
+    conn: asyncpg.Connection, conversation: ConversationRow, user: User
+) -> None:
+    """Raise ConversationArchivedError (409) or ObserverCannotPostError (403) when ``user``
+    may not post in ``conversation``. Locks the conversation's row until the transaction
+    ends (posts to one conversation serialise on it anyway), so a concurrent archive or
+    removal cannot slip in between."""
+    archived = await conn.fetchval(
+        "SELECT archived_at FROM conversations WHERE id = $1 FOR UPDATE", conversation.id
+    )
+    if archived is not None:
+        raise ConversationArchivedError("the conversation is archived (read-only)")
+    membership = await conv_store.get_membership(
+        conn, conversation_id=conversation.id, user_id=user.id
+    )
+    if membership is None or membership.role == "observer":
+        raise ObserverCannotPostError("observers read but cannot post")
 
 
 def send_message_params(
@@ -173,6 +272,7 @@ async def post_message(
         )
         if conversation is None:
             raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        await check_can_post(conn, conversation, user)
         if data.in_reply_to and not await messages_store.message_in_conversation(
             conn, message_id=data.in_reply_to, conversation_id=conversation_id
         ):

@@ -68,7 +68,12 @@ async def insert_message(
 async def _claim_message_id(
     conn: asyncpg.Connection, *, conversation_id: str, candidate: str
 ) -> str:
-    """Lock the conversation's head row and return an id above its last message id."""
+    """Lock the conversation's head row and return an id above its last message id.
+
+    The conversation row is locked first, so every writer takes the locks in the same order
+    (conversations, then conversation_heads) and concurrent writers cannot deadlock.
+    """
+    await conn.execute("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", conversation_id)
     record = await conn.fetchrow(
         """INSERT INTO conversation_heads (conversation_id, last_message_id) VALUES ($1, $2)
            ON CONFLICT (conversation_id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id
@@ -127,3 +132,19 @@ async def list_messages(
         limit,
     )
     return [_message(r) for r in records]
+
+
+async def count_unread(
+    conn: asyncpg.Connection, *, conversation_id: str, participant_id: str, user_id: str
+) -> int:
+    """Visible messages from others after the participant's read position (all if none)."""
+    count = await conn.fetchval(
+        """SELECT count(*) FROM messages m
+           WHERE m.conversation_id = $1 AND m.deleted_at IS NULL AND m.sender_id <> $3
+             AND m.id > COALESCE(
+               (SELECT message_id FROM conversation_reads WHERE participant_id = $2), '')""",
+        conversation_id,
+        participant_id,
+        user_id,
+    )
+    return int(count)
