@@ -21,7 +21,15 @@ from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
-from gateway.routes import auth, conversations, events, federation, identity, participants
+from gateway.routes import (
+    auth,
+    conversations,
+    events,
+    federation,
+    identity,
+    messages,
+    participants,
+)
 from gateway.services.accounts import Accounts
 from gateway.services.identity import load_identity
 from gateway.services.peers import PeerDirectory
@@ -120,6 +128,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, participants, identity, federation, events):
+    for module in (auth, conversations, messages, participants, identity, federation, events):
         app.include_router(module.router)
     return app

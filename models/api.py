@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, JsonValue, StringConstraints, model_validator
 
 from .base import ConferModel, Timestamp, Ulid
-from .messages import Message
+from .messages import Citation, ContentType, Message, Translation
 
 Username = Annotated[
     str,
@@ -174,12 +174,57 @@ class ConversationPublic(ConferModel):
 
 
 class MessageCreate(ConferModel):
-    """``POST /v1/conversations/{id}/messages``: a text message (optionally a reply)."""
+    """``POST /v1/conversations/{id}/messages``: a message (optionally a reply).
 
-    content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)]
-    content_type: Literal["text"] = "text"
+    ``content_json``'s shape depends on ``content_type`` (see ``docs/messages.md``).
+    """
+
+    content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
+    content_type: ContentType = "text"
+    content_json: JsonValue = None
     in_reply_to: Ulid | None = None
+    citations: list[Citation] | None = Field(default=None, max_length=100)
+    language: Annotated[str, StringConstraints(min_length=2, max_length=8)] | None = None
+    translation: Translation | None = None
     via: Literal["web", "mobile", "api", "claude-code"] | None = "api"
+
+
+class MessageUpdate(ConferModel):
+    """``PATCH …/messages/{id}``: new content for the caller's own message.
+
+    ``version`` is the version being edited (from ``GET …/messages/{id}``); when the message
+    has moved on meanwhile the edit is refused with 409 ``edit_conflict``.
+    """
+
+    version: int = Field(ge=1)
+    content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
+    content_json: JsonValue = None
+
+
+class MessageVersionPublic(ConferModel):
+    """A previous version of an edited message."""
+
+    version: int
+    content: str | None = None
+    content_json: JsonValue = None
+    created_at: Timestamp
+
+
+class MessageDetail(ConferModel):
+    """One message with its current ``version``, edit time and previous versions."""
+
+    message: Message
+    version: int
+    edited_at: Timestamp | None = None
+    read_by: list[dict[str, JsonValue]] = Field(default_factory=list)
+    delivered_at: Timestamp | None = None
+    previous_versions: list[MessageVersionPublic] = Field(default_factory=list)
+
+
+class ReadCreate(ConferModel):
+    """``POST /v1/conversations/{id}/read``: everything up to ``message_id`` has been read."""
+
+    message_id: Ulid
 
 
 class MessagePage(ConferModel):
@@ -187,3 +232,10 @@ class MessagePage(ConferModel):
 
     items: list[Message]
     next_before: Ulid | None = None
+
+
+class ThreadPage(ConferModel):
+    """A page of a thread, oldest first. Pass ``next_after`` as ``after`` for the next page."""
+
+    items: list[Message]
+    next_after: Ulid | None = None

@@ -12,6 +12,11 @@
 - ``conversation_reads``: each participant's read position (the last message id read; it only
   moves forward). ``conversation_participants.last_read_at`` records when; unread counts are
   counted from the position, so they are exact under concurrency.
+- ``message_versions``: the previous versions of edited messages (version 1 is the original);
+  a message's current version is one more than its stored versions. Deleting a message
+  empties these too.
+- ``message_idempotency``: ``Idempotency-Key`` of sends per user, with a hash of the request
+  body, so a retry returns the same message and a different body under the same key is refused.
 
 The data model's own tables are left exactly as specified (``tests/test_schema.py``).
 
@@ -63,9 +68,31 @@ UPGRADE = (
       message_id     CHAR(26) NOT NULL REFERENCES messages(id)
     )
     """,
+    """
+    CREATE TABLE message_versions (
+      message_id   CHAR(26) NOT NULL REFERENCES messages(id),
+      version      INTEGER NOT NULL,
+      content      TEXT,
+      content_json JSONB,
+      created_at   TIMESTAMPTZ NOT NULL,
+      PRIMARY KEY (message_id, version)
+    )
+    """,
+    """
+    CREATE TABLE message_idempotency (
+      user_id      CHAR(26) NOT NULL REFERENCES users(id),
+      key          VARCHAR(255) NOT NULL,
+      request_hash CHAR(64) NOT NULL,
+      message_id   CHAR(26) NOT NULL REFERENCES messages(id),
+      created_at   TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+      PRIMARY KEY (user_id, key)
+    )
+    """,
 )
 
 DOWNGRADE = (
+    "DROP TABLE message_idempotency",
+    "DROP TABLE message_versions",
     "DROP TABLE conversation_reads",
     "DROP TABLE conversation_heads",
     "DROP TABLE user_events",

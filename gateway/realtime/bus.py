@@ -18,17 +18,18 @@ Deliver = Callable[[str, Frame], None]
 
 
 def encode_frame(frame: Frame) -> bytes:
-    """Wire form of a frame on the bus: ``<offset or empty>\\n<kind>\\n<JSON text>``."""
+    """Wire form of a frame on the bus: ``<offset>\\n<kind>\\n<delivers>\\n<JSON text>``
+    (empty offset and delivers when unset)."""
     offset = "" if frame.offset is None else str(frame.offset)
-    return f"{offset}\n{frame.kind}\n{frame.text}".encode()
+    return f"{offset}\n{frame.kind}\n{frame.delivers or ''}\n{frame.text}".encode()
 
 
 def decode_frame(payload: bytes) -> Frame:
     """Inverse of ``encode_frame``. Raises ValueError on a malformed payload."""
-    offset, kind, text = payload.decode().split("\n", 2)
+    offset, kind, delivers, text = payload.decode().split("\n", 3)
     if kind not in ("event", "ephemeral", "control"):
         raise ValueError(f"unknown frame kind {kind!r}")
-    return Frame(text, kind, int(offset) if offset else None)  # type: ignore[arg-type]
+    return Frame(text, kind, int(offset) if offset else None, delivers or None)  # type: ignore[arg-type]
 
 
 class EventBus(ABC):

@@ -23,12 +23,14 @@ from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
 from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
 from gateway.store import events as events_store
+from gateway.store import message_changes as change_store
 
 __all__ = ["EPHEMERAL_TYPES", "EventHub", "Outgoing", "Subscriber"]
 
 log = logging.getLogger(__name__)
 
 EPHEMERAL_TYPES = frozenset({"typing", "presence"})
+DELIVERED_FLUSH_SECONDS = 0.1
 
 
 @dataclass
@@ -37,6 +39,13 @@ class Outgoing:
 
     frames: list[tuple[str, Frame]] = field(default_factory=list)
     conversation: tuple[str, str] | None = None
+
+
+def _delivery_of(event_type: str, data: Any) -> tuple[str | None, str | None]:
+    """(sender id, message id) of a ``message.created`` event, else (None, None)."""
+    if event_type != "message.created" or not isinstance(data, dict):
+        return None, None
+    return data.get("sender_id"), data.get("id")
 
 
 def _json(data: Any) -> str:
@@ -65,6 +74,8 @@ class EventHub:
         self._subscribers: dict[str, set[Subscriber]] = {}
         self._watching: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._delivered: set[str] = set()
+        self._flusher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Connect the bus; frames for watched users then reach local subscribers."""
@@ -74,6 +85,8 @@ class EventHub:
         """Finish pending fire-and-forget publishes, then disconnect the bus."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
         await self.bus.close()
         await self.ephemeral.close()
 
@@ -153,7 +166,11 @@ class EventHub:
         text = _json(data)
         await events_store.ensure_streams(conn, user_ids=users)
         rows = await events_store.append_events(conn, user_ids=users, type=event_type, data=text)
-        outgoing.frames.extend((uid, event_frame(event_type, seq, text)) for uid, seq in rows)
+        sender, message_id = _delivery_of(event_type, data)
+        outgoing.frames.extend(
+            (uid, event_frame(event_type, seq, text, message_id if uid != sender else None))
+            for uid, seq in rows
+        )
         return outgoing
 
     async def send(self, outgoing: Outgoing) -> None:
@@ -193,6 +210,23 @@ class EventHub:
             await self.emit(user_ids, event_type, data)
         except Exception:
             log.exception("could not emit %s to %d users", event_type, len(user_ids))
+
+    def note_delivered(self, message_id: str) -> None:
+        """A device received ``message_id``: set its ``delivered_at`` soon (batched)."""
+        self._delivered.add(message_id)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_delivered())
+
+    async def _flush_delivered(self) -> None:
+        await asyncio.sleep(DELIVERED_FLUSH_SECONDS)
+        ids, self._delivered = sorted(self._delivered), set()
+        if not ids or self._pool is None:
+            return
+        try:
+            async with self._pool.acquire() as conn:
+                await change_store.mark_delivered(conn, message_ids=ids)
+        except (asyncpg.PostgresError, OSError):
+            log.warning("could not record delivery of %d messages", len(ids), exc_info=True)
 
     # -- reading -----------------------------------------------------------------------
 

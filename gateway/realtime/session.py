@@ -159,6 +159,8 @@ class EventSession:
                 await self._resync("too_old", head.epoch, frame.offset - 1)
             await self.websocket.send_text(frame.text)
             self.last_offset = frame.offset
+            if frame.delivers is not None:
+                self.hub.note_delivered(frame.delivers)
 
     async def _read(self, subscriber: Subscriber) -> None:
         while True:

@@ -20,17 +20,19 @@ FrameKind = Literal["event", "ephemeral", "control"]
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """A serialised server frame; ``offset`` is set for durable events only."""
+    """A serialised server frame; ``offset`` is set for durable events only, ``delivers``
+    to the id of a message whose ``delivered_at`` is set once a device received the frame."""
 
     text: str
     kind: FrameKind = "event"
     offset: int | None = None
+    delivers: str | None = None
 
 
-def event_frame(event_type: str, offset: int, data_json: str) -> Frame:
+def event_frame(event_type: str, offset: int, data_json: str, delivers: str | None = None) -> Frame:
     """A durable event ``{"type", "offset", "data"}``; ``data_json`` is already JSON text."""
     text = f'{{"type":{json.dumps(event_type)},"offset":{offset},"data":{data_json}}}'
-    return Frame(text, "event", offset)
+    return Frame(text, "event", offset, delivers)
 
 
 def ephemeral_frame(event_type: str, data: Any) -> Frame:

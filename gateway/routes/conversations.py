@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 
 from gateway.deps import Current, State
 from gateway.errors import ValidationFailedError
@@ -117,11 +117,28 @@ async def get_conversation(
     responses=_ERRORS,
 )
 async def post_message(
-    conversation_id: str, data: MessageCreate, current: Current, state: State
+    conversation_id: str,
+    data: MessageCreate,
+    current: Current,
+    state: State,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            description="Retries with the same key and body return the same message.",
+        ),
+    ] = None,
 ) -> Message:
     """Store a message, push it to every participant's devices, and queue it for peers."""
     return await service.post_message(
-        state.pool, state.hub, current.user, checked_id(conversation_id), data
+        state.pool,
+        state.hub,
+        current.user,
+        checked_id(conversation_id),
+        data,
+        idempotency_key=idempotency_key,
     )
 
 

@@ -6,6 +6,8 @@ remote participant; after commit the event is pushed to every local member's dev
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,16 +17,20 @@ from did.web import split_did_url
 from gateway.errors import (
     ConversationArchivedError,
     ConversationNotFoundError,
+    IdempotencyKeyReusedError,
+    MessageNotFoundError,
     ObserverCannotPostError,
     RecipientNotFoundError,
     ValidationFailedError,
 )
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
+from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
+from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
@@ -260,13 +266,23 @@ async def post_message(
     user: User,
     conversation_id: str,
     data: MessageCreate,
+    *,
+    idempotency_key: str | None = None,
 ) -> Message:
     """Store a message from ``user``, queue it for remote participants, push it to devices.
 
-    Raises ConversationNotFoundError when the user is not a participant and
-    ValidationFailedError when ``in_reply_to`` is not a message of this conversation.
+    With ``idempotency_key``, a retry with the same body returns the first message and stores
+    nothing (IdempotencyKeyReusedError, 422, for a different body under the same key).
+    Raises ConversationNotFoundError when the user is not a participant,
+    ObserverCannotPostError / ConversationArchivedError, and ValidationFailedError for a
+    body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
+    validate_message(data)
     async with pool.acquire() as conn, conn.transaction():
+        if idempotency_key is not None:
+            earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
+            if earlier is not None:
+                return earlier
         conversation = await conv_store.get_conversation_for_user(
             conn, conversation_id=conversation_id, user_id=user.id
         )
@@ -285,9 +301,22 @@ async def post_message(
             sender_id=user.id,
             sender_did=user.did,
             content=data.content,
+            content_type=data.content_type,
+            content_json=data.content_json,
             in_reply_to=data.in_reply_to,
             via=data.via,
+            citations=data.model_dump(mode="json")["citations"],
+            language=data.language,
+            translation=data.model_dump(mode="json", by_alias=True)["translation"],
         )
+        if idempotency_key is not None:
+            await change_store.insert_idempotent(
+                conn,
+                user_id=user.id,
+                key=idempotency_key,
+                request_hash=request_hash(conversation_id, data),
+                message_id=message.id,
+            )
         await conv_store.touch_conversation(conn, conversation_id=conversation_id)
         participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
         for p in participants:
@@ -305,10 +334,38 @@ async def post_message(
                 ),
             )
         local_users = [p["user_id"] for p in participants if p["user_id"]]
-        outgoing = await hub.append(
-            conn, local_users, MESSAGE_CREATED, message.model_dump(mode="json")
+        body = message.model_dump(mode="json")
+        outgoing = await hub.append(conn, local_users, MESSAGE_CREATED, body)
+        outgoing.conversation = (
+            conversation_id,
+            json.dumps({"type": MESSAGE_CREATED, "data": body}),
         )
     await hub.send(outgoing)
+    return message
+
+
+def request_hash(conversation_id: str, data: MessageCreate) -> str:
+    """SHA-256 (hex) of the conversation and the canonical request body."""
+    canonical = json.dumps(
+        [conversation_id, data.model_dump(mode="json")], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def idempotent_message(
+    conn: asyncpg.Connection, user: User, conversation_id: str, data: MessageCreate, key: str
+) -> Message | None:
+    """The message an earlier send with ``key`` created (None if none), holding a lock on the
+    key until the transaction ends. IdempotencyKeyReusedError when the body differs."""
+    await conv_store.lock_direct_pair(conn, f"idempotency:{user.id}:{key}")
+    earlier = await change_store.get_idempotent(conn, user_id=user.id, key=key)
+    if earlier is None:
+        return None
+    if earlier["request_hash"] != request_hash(conversation_id, data):
+        raise IdempotencyKeyReusedError("this Idempotency-Key was used for a different message")
+    message = await messages_store.get_message(conn, id=earlier["message_id"])
+    if message is None:
+        raise MessageNotFoundError("the message sent with this Idempotency-Key was deleted")
     return message
 
 

@@ -9,12 +9,13 @@ import asyncpg
 from gateway.ids import next_after
 from models import Message
 
-_COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_type, content,
+COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_type, content,
               content_json, in_reply_to, thread_root, citations_json, language,
               translation_json, via, created_at"""
 
 
-def _message(record: asyncpg.Record) -> Message:
+def message_from_record(record: asyncpg.Record) -> Message:
+    """A ``Message`` from a row selected with ``COLUMNS``."""
     data = dict(record)
     data["citations"] = data.pop("citations_json")
     data["translation"] = data.pop("translation_json")
@@ -34,6 +35,9 @@ async def insert_message(
     content_json: Any = None,
     in_reply_to: str | None = None,
     via: str | None = None,
+    citations: Any = None,
+    language: str | None = None,
+    translation: Any = None,
 ) -> Message:
     """Insert one message; ``thread_root`` is derived from the parent when replying.
 
@@ -45,11 +49,11 @@ async def insert_message(
     record = await conn.fetchrow(
         f"""INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
                                   content_type, content, content_json, in_reply_to,
-                                  thread_root, via)
+                                  thread_root, via, citations_json, language, translation_json)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
                     (SELECT COALESCE(m.thread_root, m.id) FROM messages m WHERE m.id = $9),
-                    $10)
-            RETURNING {_COLUMNS}""",
+                    $10, $11, $12, $13)
+            RETURNING {COLUMNS}""",
         id,
         conversation_id,
         sender_type,
@@ -60,9 +64,12 @@ async def insert_message(
         content_json,
         in_reply_to,
         via,
+        citations,
+        language,
+        translation,
     )
     assert record is not None
-    return _message(record)
+    return message_from_record(record)
 
 
 async def _claim_message_id(
@@ -113,9 +120,9 @@ async def message_in_conversation(
 async def get_message(conn: asyncpg.Connection, *, id: str) -> Message | None:
     """A visible (not deleted) message by id, or None."""
     record = await conn.fetchrow(
-        f"SELECT {_COLUMNS} FROM messages WHERE id = $1 AND deleted_at IS NULL", id
+        f"SELECT {COLUMNS} FROM messages WHERE id = $1 AND deleted_at IS NULL", id
     )
-    return _message(record) if record else None
+    return message_from_record(record) if record else None
 
 
 async def list_messages(
@@ -123,7 +130,7 @@ async def list_messages(
 ) -> list[Message]:
     """Visible messages, newest first, strictly older than the ULID ``before`` when given."""
     records = await conn.fetch(
-        f"""SELECT {_COLUMNS} FROM messages
+        f"""SELECT {COLUMNS} FROM messages
             WHERE conversation_id = $1 AND deleted_at IS NULL
               AND ($2::char(26) IS NULL OR id < $2)
             ORDER BY id DESC LIMIT $3""",
@@ -131,7 +138,7 @@ async def list_messages(
         before,
         limit,
     )
-    return [_message(r) for r in records]
+    return [message_from_record(r) for r in records]
 
 
 async def count_unread(
