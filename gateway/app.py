@@ -22,6 +22,7 @@ from gateway.errors import install_error_handlers
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
 from gateway.routes import (
+    attachments,
     auth,
     conversations,
     events,
@@ -29,6 +30,7 @@ from gateway.routes import (
     identity,
     messages,
     participants,
+    threads,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.identity import load_identity
@@ -127,7 +129,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for module in (auth, conversations, messages, participants, identity, federation, events):
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit=settings.max_body_bytes,
+        # Uploads may be larger: the multipart envelope gets 64 KiB on top of the file cap.
+        path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
+    )
+    routers = (auth, conversations, messages, participants, attachments, threads)
+    for module in (*routers, identity, federation, events):
         app.include_router(module.router)
     return app

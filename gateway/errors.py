@@ -154,6 +154,18 @@ class IdempotencyKeyReusedError(ValidationFailedError):
     code, title = "idempotency_key_reused", "The Idempotency-Key was used for another request"
 
 
+class AttachmentNotFoundError(NotFoundError):
+    code, title = "attachment_not_found", "No such attachment"
+
+
+class ThreadNotFoundError(NotFoundError):
+    code, title = "thread_not_found", "No such thread"
+
+
+class ThreadExistsError(ConflictError):
+    code, title = "thread_exists", "That message already roots an archived thread"
+
+
 class UnsupportedMediaTypeError(ConferError):
     code, status, title = "unsupported_media_type", 415, "Unsupported media type"
 

@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     typing_interval_seconds: float = Field(
         default=3.0, description="At most one typing event per user and conversation per this."
     )
+    attachment_max_bytes: int = Field(
+        default=25 * 1024 * 1024, description="Largest attachment upload, in bytes."
+    )
+    attachments_dir: Path | None = Field(
+        default=None, description="Where uploads are stored; unset = <data_dir>/attachments."
+    )
     nats_url: str | None = Field(
         default=None, description="NATS server for the event bus; unset = in-process bus."
     )

@@ -239,3 +239,36 @@ class ThreadPage(ConferModel):
 
     items: list[Message]
     next_after: Ulid | None = None
+
+
+class AttachmentPublic(ConferModel):
+    """An uploaded file: its id (for a ``file`` message), name, MIME type, size and SHA-256."""
+
+    id: Ulid
+    message_id: Ulid | None = None
+    filename: str
+    content_type: str | None = None
+    size_bytes: int | None = None
+    sha256: str | None = None
+    created_at: Timestamp
+
+
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class ThreadCreate(ConferModel):
+    """``POST /v1/conversations/{id}/threads``: archive the thread of a message."""
+
+    root_message_id: Ulid
+    title: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    summary: Annotated[str, StringConstraints(max_length=20_000)] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=50)
+
+
+class ThreadUpdate(ConferModel):
+    """``PATCH …/threads/{thread_id}``: change fields (absent = unchanged) or close."""
+
+    title: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    summary: Annotated[str, StringConstraints(max_length=20_000)] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=50)
+    closed: bool | None = None

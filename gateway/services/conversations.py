@@ -25,6 +25,7 @@ from gateway.errors import (
 )
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
+from gateway.services.attachments import link_to_message
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
@@ -309,6 +310,13 @@ async def post_message(
             language=data.language,
             translation=data.model_dump(mode="json", by_alias=True)["translation"],
         )
+        if data.content_type == "file" and isinstance(data.content_json, dict):
+            await link_to_message(
+                conn,
+                attachment_id=str(data.content_json["attachment_id"]),
+                user=user,
+                message_id=message.id,
+            )
         if idempotency_key is not None:
             await change_store.insert_idempotent(
                 conn,

@@ -45,10 +45,6 @@ VALID = [
     },
     {"content_type": "tool_result", "content_json": {"call_id": "c1", "result": [1, 2]}},
     {
-        "content_type": "file",
-        "content_json": {"attachment_id": "01HZX3Y4Z5A6B7C8D9E0F1G2H3", "filename": "a.txt"},
-    },
-    {
         "content_type": "citation",
         "content": "see",
         "citations": [{"source": "RFC 9421", "page": 3, "trust_level": "authoritative"}],
@@ -62,6 +58,10 @@ VALID = [
 ]
 
 INVALID = [
+    {  # well formed, but no such upload of the sender
+        "content_type": "file",
+        "content_json": {"attachment_id": "01HZX3Y4Z5A6B7C8D9E0F1G2H3", "filename": "a.txt"},
+    },
     {"content_type": "text", "content": "x", "content_json": {"a": 1}},
     {"content_type": "text"},
     {"content_type": "code", "content_json": {"language": "python"}},
