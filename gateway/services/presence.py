@@ -1,7 +1,8 @@
 """Coarse presence: a user is online while at least one device is connected anywhere.
 
 Only the transitions are announced — the first device connecting, the last one leaving —
-as an ephemeral ``presence`` event to the users who share a conversation with the user. The
+as an ephemeral ``presence`` event to the users who share a direct conversation with the user
+(not to every group member: presence is the largest load of chat servers, so it stays coarse). The
 device set lives in the hub's ephemeral store (memory, or Redis ``presence:{user_id}``).
 """
 

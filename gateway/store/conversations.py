@@ -132,9 +132,11 @@ async def touch_conversation(conn: asyncpg.Connection, *, conversation_id: str) 
 
 
 async def list_co_participant_user_ids(conn: asyncpg.Connection, *, user_id: str) -> list[str]:
-    """Ids of the local users who share at least one conversation with ``user_id``."""
+    """Ids of the local users who share a direct conversation with ``user_id`` (presence is
+    kept coarse: group members are not told, which would cost O(members) per connect)."""
     records = await conn.fetch(
         """SELECT DISTINCT other.user_id FROM conversation_participants mine
+           JOIN conversations c ON c.id = mine.conversation_id AND c.type LIKE 'direct%'
            JOIN conversation_participants other ON other.conversation_id = mine.conversation_id
            WHERE mine.user_id = $1 AND other.user_id IS NOT NULL AND other.user_id <> $1""",
         user_id,
