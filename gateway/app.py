@@ -23,12 +23,13 @@ from gateway.embedded import embedded_postgres_url
 from gateway.errors import install_error_handlers
 from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
-from gateway.realtime.hub import EventHub
+from gateway.realtime.backends import start_hub
 from gateway.routes import (
     admin,
     agent_context,
     agents,
     api_keys,
+    attachments,
     auth,
     cards,
     contacts,
@@ -38,8 +39,11 @@ from gateway.routes import (
     identity,
     me,
     memory,
+    messages,
+    participants,
     permissions,
     project_memory,
+    threads,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
@@ -52,6 +56,7 @@ from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
+from gateway.workers.streams import trim_events_forever
 
 DESCRIPTION = """\
 Confer is a self-hosted, federated messaging gateway for people and their AI agents.
@@ -86,7 +91,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             await asyncio.to_thread(migrations.upgrade, url)
         pool = await create_pool(url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
+        hub = None
         try:
+            hub = await start_hub(settings, pool)
             identity = await load_identity(
                 pool,
                 public_url=settings.public_url,
@@ -99,7 +106,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allow_http=settings.allow_http_dids,
                 allow_private_networks=settings.allow_private_networks,
             )
-            hub = EventHub(settings.ws_queue_size)
             context = build_context_services(pool, http, clock, settings, hub)
             app.state.confer = AppState(
                 settings=settings,
@@ -136,6 +142,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
+            trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
             try:
                 async with mcp_server.session_manager.run():  # mounted apps get no lifespan
                     yield
@@ -143,10 +150,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 task.cancel()
                 agent_task.cancel()
                 sweeper.cancel()
-                await asyncio.gather(task, agent_task, sweeper, return_exceptions=True)
+                trimmer.cancel()
+                await asyncio.gather(task, agent_task, sweeper, trimmer, return_exceptions=True)
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
+            if hub is not None:
+                await hub.close()
             await http.aclose()
             await pool.close()
 
@@ -167,13 +177,22 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit=settings.max_body_bytes,
+        # Uploads may be larger: the multipart envelope gets 64 KiB on top of the file cap.
+        path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
+    )
     for module in (
         auth,
         me,
         agents,
         admin,
         conversations,
+        messages,
+        participants,
+        attachments,
+        threads,
         identity,
         federation,
         events,

@@ -115,6 +115,58 @@ class PeerError(ConferError):
         self.wire_code = code
 
 
+class NotConversationAdminError(ForbiddenError):
+    code, title = "not_conversation_admin", "Only the conversation's admins may do that"
+
+
+class ObserverCannotPostError(ForbiddenError):
+    code, title = "observer_cannot_post", "Observers read but cannot post"
+
+
+class ConversationArchivedError(ConflictError):
+    code, title = "conversation_archived", "The conversation is archived (read-only)"
+
+
+class NotAGroupError(ConflictError):
+    code, title = "not_a_group", "Participants can only be added to or removed from a group"
+
+
+class AlreadyParticipantError(ConflictError):
+    code, title = "already_participant", "Already a participant"
+
+
+class ParticipantNotFoundError(NotFoundError):
+    code, title = "participant_not_found", "No such participant in this conversation"
+
+
+class MessageNotFoundError(NotFoundError):
+    code, title = "message_not_found", "No such message"
+
+
+class NotMessageAuthorError(ForbiddenError):
+    code, title = "not_message_author", "Only the author may change this message"
+
+
+class EditConflictError(ConflictError):
+    code, title = "edit_conflict", "The message changed since that version"
+
+
+class IdempotencyKeyReusedError(ValidationFailedError):
+    code, title = "idempotency_key_reused", "The Idempotency-Key was used for another request"
+
+
+class AttachmentNotFoundError(NotFoundError):
+    code, title = "attachment_not_found", "No such attachment"
+
+
+class ThreadNotFoundError(NotFoundError):
+    code, title = "thread_not_found", "No such thread"
+
+
+class ThreadExistsError(ConflictError):
+    code, title = "thread_exists", "That message already roots an archived thread"
+
+
 class UnsupportedMediaTypeError(ConferError):
     code, status, title = "unsupported_media_type", 415, "Unsupported media type"
 
@@ -315,6 +367,10 @@ _HTTP_CODES = {
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, RecursionError):
+        # FastAPI reports a body nested too deeply for the JSON parser as a parse error.
+        err = ValidationFailedError("the JSON body is nested too deeply")
+        return problem(err.status, err.code, err.title, err.detail, request.url.path)
     code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
     detail = exc.detail if isinstance(exc.detail, str) else code
     response = problem(exc.status_code, code, detail, detail, request.url.path)

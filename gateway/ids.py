@@ -21,6 +21,11 @@ def new_id() -> str:
     return str(ULID.from_int(candidate))
 
 
+def next_after(value: str) -> str:
+    """The ULID right after ``value`` (its 128-bit integer plus one)."""
+    return str(ULID.from_int(int(ULID.from_str(value)) + 1))
+
+
 def is_ulid(value: str) -> bool:
     """True when ``value`` is a syntactically valid 26-character ULID."""
     if len(value) != 26:

@@ -16,17 +16,26 @@ class BodyLimitMiddleware:
     handler renders as problem details.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, path_limits: dict[str, int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.path_limits = path_limits or {}
+
+    def _limit_for(self, path: str) -> int:
+        """The cap for ``path``: a ``path_limits`` entry whose prefix matches, else ``limit``."""
+        for prefix, limit in self.path_limits.items():
+            if path.startswith(prefix):
+                return limit
+        return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit_for(scope.get("path", ""))
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
-                await self._reject(scope, send)
+            if name == b"content-length" and (not value.isdigit() or int(value) > limit):
+                await self._reject(scope, send, limit)
                 return
         received = 0
 
@@ -35,19 +44,19 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                if received > limit:
                     raise HTTPException(413, "The request body is too large")
             return message
 
         await self.app(scope, limited_receive, send)
 
-    async def _reject(self, scope: Scope, send: Send) -> None:
+    async def _reject(self, scope: Scope, send: Send, limit: int) -> None:
         body = json.dumps(
             {
                 "type": "urn:confer:problem:payload_too_large",
                 "title": "The request body is too large",
                 "status": 413,
-                "detail": f"request bodies are limited to {self.limit} bytes",
+                "detail": f"request bodies are limited to {limit} bytes",
                 "code": "payload_too_large",
                 "instance": scope.get("path", ""),
             }

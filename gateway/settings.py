@@ -89,9 +89,6 @@ class Settings(BaseSettings):
     )
     permission_sweep_seconds: float = 30.0
 
-    redis_url: str | None = Field(
-        default=None, description="Redis for shared rate limits and nonces; unset = in-process."
-    )
     peer_rate_limit_domain: str = Field(
         default="1200/minute", description="Inbound budget per peer domain (limits syntax)."
     )
@@ -108,9 +105,6 @@ class Settings(BaseSettings):
         description="AES-256 keys for stored LLM keys: 'kid:base64url(32 bytes)', comma-"
         "separated, the first one encrypts new data (docs/llm-keys.md).",
     )
-    redis_url: str | None = Field(
-        default=None, description="redis://… for shared rate limits; unset = in-process."
-    )
     rate_limit_prefix: str = "confer"
     rate_limit_login_ip: str = "30/minute;300/hour"
     rate_limit_login_account: str = "10/minute;50/hour"
@@ -120,6 +114,35 @@ class Settings(BaseSettings):
     argon2_parallelism: int = Field(default=4, ge=1)
     argon2_max_concurrency: int = Field(
         default=4, ge=1, description="Password hashes computed at once (64 MiB each)."
+    )
+    ws_replay_window: int = Field(
+        default=1000, description="Events per user a reconnecting device can replay."
+    )
+    ws_replay_max_age_seconds: int = Field(
+        default=7 * 24 * 3600, description="Stored events older than this are trimmed."
+    )
+    ws_ping_interval_seconds: float = 25.0
+    ws_ping_timeout_seconds: float = 20.0
+    ws_allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins allowed on /v1/ws besides public_url's ('*' = any).",
+    )
+    typing_interval_seconds: float = Field(
+        default=3.0, description="At most one typing event per user and conversation per this."
+    )
+    attachment_max_bytes: int = Field(
+        default=25 * 1024 * 1024, description="Largest attachment upload, in bytes."
+    )
+    attachments_dir: Path | None = Field(
+        default=None, description="Where uploads are stored; unset = <data_dir>/attachments."
+    )
+    nats_url: str | None = Field(
+        default=None, description="NATS server for the event bus; unset = in-process bus."
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis for presence, typing, rate limits and signature nonces;"
+        " unset = in-process.",
     )
 
     @field_validator("public_url")

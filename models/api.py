@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, Timestamp, Ulid
-from .messages import Message
+from .messages import Citation, ContentType, Message, Translation
 from .users import UserPreferences
 
 Username = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -187,14 +187,59 @@ class ContactPublic(ConferModel):
 
 
 class ConversationCreate(ConferModel):
-    """``POST /v1/conversations``: a direct conversation with one user or agent, by DID.
+    """``POST /v1/conversations``: a direct conversation with one DID, or a group.
 
-    Creating a direct conversation that already exists returns the existing one.
+    Direct types need ``participant_did`` (a user for ``direct_user_user``, an agent for
+    ``direct_user_agent`` and ``direct_agent_agent``, where ``agent_did`` names which of the
+    caller's agents speaks — default: the main one). Creating a direct conversation that
+    already exists returns the existing one. A ``group`` takes ``participant_dids`` (users,
+    agents of this instance, peer agents) and the caller becomes its admin.
     """
 
-    type: Literal["direct_user_user", "direct_user_agent"] = "direct_user_user"
-    participant_did: DID
+    type: Literal["direct_user_user", "direct_user_agent", "direct_agent_agent", "group"] = (
+        "direct_user_user"
+    )
+    participant_did: DID | None = None
+    participant_dids: list[DID] = Field(default_factory=list, max_length=1000)
+    agent_did: DID | None = None
     name: Annotated[str, StringConstraints(max_length=255)] | None = None
+
+    @model_validator(mode="after")
+    def _participants_fit_the_type(self) -> ConversationCreate:
+        if self.type == "group":
+            if self.participant_did is not None:
+                raise ValueError("a group takes participant_dids, not participant_did")
+        elif self.participant_did is None or self.participant_dids:
+            raise ValueError("a direct conversation takes exactly one participant_did")
+        if self.agent_did is not None and self.type != "direct_agent_agent":
+            raise ValueError("agent_did is only for direct_agent_agent")
+        return self
+
+
+class ConversationUpdate(ConferModel):
+    """``PATCH /v1/conversations/{id}`` (admins): rename, archive (read-only) or unarchive."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    archived: bool | None = None
+
+
+class ParticipantCreate(ConferModel):
+    """``POST /v1/conversations/{id}/participants`` (admins of a group): add a DID."""
+
+    did: DID
+    role: Literal["member", "admin", "observer"] = "member"
+
+
+class ParticipantUpdate(ConferModel):
+    """``PATCH /v1/conversations/{id}/participants/{participant_id}`` (admins): change role."""
+
+    role: Literal["member", "admin", "observer"]
+
+
+class MembershipUpdate(ConferModel):
+    """``PATCH /v1/conversations/{id}/membership``: the caller's own notification setting."""
+
+    notification: Literal["all", "mentions", "none"]
 
 
 class ParticipantPublic(ConferModel):
@@ -204,6 +249,18 @@ class ParticipantPublic(ConferModel):
     did: str | None = None
     name: str | None = None
     role: str | None = None
+    id: Ulid | None = None
+    joined_at: Timestamp | None = None
+
+
+class MembershipPublic(ConferModel):
+    """The caller's own participation: role, notification setting, read position, unread."""
+
+    participant_id: Ulid
+    role: str | None = None
+    notification: str | None = None
+    last_read_at: Timestamp | None = None
+    unread: int = 0
 
 
 class ConversationPublic(ConferModel):
@@ -216,15 +273,62 @@ class ConversationPublic(ConferModel):
     created_at: Timestamp
     updated_at: Timestamp
     participants: list[ParticipantPublic]
+    archived_at: Timestamp | None = None
+    membership: MembershipPublic | None = None
 
 
 class MessageCreate(ConferModel):
-    """``POST /v1/conversations/{id}/messages``: a text message (optionally a reply)."""
+    """``POST /v1/conversations/{id}/messages``: a message (optionally a reply).
 
-    content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)]
-    content_type: Literal["text"] = "text"
+    ``content_json``'s shape depends on ``content_type`` (see ``docs/messages.md``).
+    """
+
+    content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
+    content_type: ContentType = "text"
+    content_json: JsonValue = None
     in_reply_to: Ulid | None = None
+    citations: list[Citation] | None = Field(default=None, max_length=100)
+    language: Annotated[str, StringConstraints(min_length=2, max_length=8)] | None = None
+    translation: Translation | None = None
     via: Literal["web", "mobile", "api", "claude-code"] | None = "api"
+
+
+class MessageUpdate(ConferModel):
+    """``PATCH …/messages/{id}``: new content for the caller's own message.
+
+    ``version`` is the version being edited (from ``GET …/messages/{id}``); when the message
+    has moved on meanwhile the edit is refused with 409 ``edit_conflict``.
+    """
+
+    version: int = Field(ge=1)
+    content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
+    content_json: JsonValue = None
+
+
+class MessageVersionPublic(ConferModel):
+    """A previous version of an edited message."""
+
+    version: int
+    content: str | None = None
+    content_json: JsonValue = None
+    created_at: Timestamp
+
+
+class MessageDetail(ConferModel):
+    """One message with its current ``version``, edit time and previous versions."""
+
+    message: Message
+    version: int
+    edited_at: Timestamp | None = None
+    read_by: list[dict[str, JsonValue]] = Field(default_factory=list)
+    delivered_at: Timestamp | None = None
+    previous_versions: list[MessageVersionPublic] = Field(default_factory=list)
+
+
+class ReadCreate(ConferModel):
+    """``POST /v1/conversations/{id}/read``: everything up to ``message_id`` has been read."""
+
+    message_id: Ulid
 
 
 class MessagePage(ConferModel):
@@ -262,3 +366,40 @@ class ProblemPublic(ConferModel):
     errors: list[dict[str, object]] | None = Field(
         default=None, description="On a 422: the invalid fields (pydantic's loc/msg/type)."
     )
+
+
+class ThreadPage(ConferModel):
+    """A page of a thread, oldest first. Pass ``next_after`` as ``after`` for the next page."""
+
+    items: list[Message]
+    next_after: Ulid | None = None
+
+
+class AttachmentPublic(ConferModel):
+    """An uploaded file: its id (for a ``file`` message), name, MIME type, size and SHA-256."""
+
+    id: Ulid
+    message_id: Ulid | None = None
+    filename: str
+    content_type: str | None = None
+    size_bytes: int | None = None
+    sha256: str | None = None
+    created_at: Timestamp
+
+
+class ThreadCreate(ConferModel):
+    """``POST /v1/conversations/{id}/threads``: archive the thread of a message."""
+
+    root_message_id: Ulid
+    title: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    summary: Annotated[str, StringConstraints(max_length=20_000)] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=50)
+
+
+class ThreadUpdate(ConferModel):
+    """``PATCH …/threads/{thread_id}``: change fields (absent = unchanged) or close."""
+
+    title: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    summary: Annotated[str, StringConstraints(max_length=20_000)] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=50)
+    closed: bool | None = None

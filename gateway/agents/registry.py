@@ -3,7 +3,8 @@
 Provider ids map to an endpoint ``{"base_url", "wire"}`` where ``wire`` is ``openai`` (chat
 completions) or ``anthropic`` (Messages). ``CONFER_LLM_PROVIDERS`` (JSON) adds or overrides
 entries, e.g. ``{"local": {"base_url": "http://127.0.0.1:8080/v1", "wire": "openai"}}``; the
-provider catalog (``gateway.agents.catalog``) supplies the defaults. ``offline`` is always available.
+provider catalog (``gateway.agents.catalog``) supplies the defaults; ``offline`` is always
+available.
 """
 
 from __future__ import annotations

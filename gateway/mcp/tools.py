@@ -15,6 +15,7 @@ from gateway.errors import ValidationFailedError
 from gateway.ids import new_id
 from gateway.mcp.audit import audited_write
 from gateway.mcp.session_context import session_context
+from gateway.realtime.hub import Outgoing
 from gateway.services import conversations as conversations_service
 from gateway.services import project_memory as project_memory_service
 from gateway.services.memory import index_text
@@ -146,14 +147,15 @@ async def send_message(
 ) -> dict[str, Any]:
     """Post as the user with ``via: claude-code``; audited with the message in one transaction."""
     payload = {"conversation_id": conversation_id, "content": content, "in_reply_to": in_reply_to}
-    pushed: list[tuple[list[str], dict[str, Any]]] = []
+    pushed: list[Outgoing] = []
 
     async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
         data = MessageCreate(content=content, in_reply_to=in_reply_to, via="claude-code")
-        message, local_users = await conversations_service.store_user_message(
-            conn, user, conversation_id, data
+        message, outgoing = await conversations_service.store_user_message(
+            conn, state.hub, user, conversation_id, data
         )
-        pushed.append((local_users, message.model_dump(mode="json")))
+        if outgoing is not None:
+            pushed.append(outgoing)
         return {"message_id": message.id, "conversation_id": conversation_id}, message.id
 
     result = await audited_write(
@@ -166,8 +168,8 @@ async def send_message(
         action=action,
     )
     if result["ok"]:
-        users, message = pushed[0]
-        state.hub.publish(users, conversations_service.MESSAGE_CREATED, message)
+        for outgoing in pushed:  # published only once the audited transaction has committed
+            await state.hub.send(outgoing)
     return result
 
 

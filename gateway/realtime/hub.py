@@ -1,64 +1,246 @@
-"""In-process fan-out of events to each user's connected devices.
+"""The hub: each user's ordered event stream, and fan-out to this process's devices.
 
-An event is serialised to JSON once and the same text is put on every subscriber's bounded
-queue. A subscriber whose queue is full is marked ``overflowed`` and its connection is closed
-by the WebSocket handler with close code 4008, so one slow client never delays the others.
+Durable events (message created/edited/deleted, receipts, conversation and participant
+changes) are appended to the user's stream in PostgreSQL — inside the caller's transaction with
+``append`` — and published on the event bus after commit with ``send``. Every process watching
+the user on the bus offers the frame to its local subscribers. Ephemeral events (typing,
+presence) go over the bus only. ``publish`` is the fire-and-forget form kept for callers that
+have already committed (inbound federation).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 
-class Subscriber:
-    """One connected device of ``user_id``: a bounded queue of serialised events."""
+from gateway.realtime.bus import EventBus, InProcessBus
+from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
+from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
+from gateway.store import events as events_store
+from gateway.store import message_changes as change_store
 
-    def __init__(self, user_id: str, maxsize: int) -> None:
-        self.user_id = user_id
-        self.queue: asyncio.Queue[str] = asyncio.Queue(maxsize)
-        self.overflowed = asyncio.Event()
+__all__ = ["EPHEMERAL_TYPES", "EventHub", "Outgoing", "Subscriber"]
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL_TYPES = frozenset({"typing", "presence", "message.delta"})
+DELIVERED_FLUSH_SECONDS = 0.1
+
+
+@dataclass
+class Outgoing:
+    """Frames appended in a transaction, to be published once it has committed."""
+
+    frames: list[tuple[str, Frame]] = field(default_factory=list)
+    conversation: tuple[str, str] | None = None
+
+
+def _delivery_of(event_type: str, data: Any) -> tuple[str | None, str | None]:
+    """(sender id, message id) of a ``message.created`` event, else (None, None)."""
+    if event_type != "message.created" or not isinstance(data, dict):
+        return None, None
+    return data.get("sender_id"), data.get("id")
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 class EventHub:
-    """Registry of subscribers by user id; ``publish`` never blocks."""
+    """Registry of this process's subscribers, the writer of user streams, the bus front.
 
-    def __init__(self, queue_size: int = 256) -> None:
+    ``pool`` is required for durable events; ``bus`` defaults to the in-process bus and
+    ``ephemeral`` (rate-limit slots, presence) to the in-memory store.
+    """
+
+    def __init__(
+        self,
+        queue_size: int = 256,
+        *,
+        pool: asyncpg.Pool | None = None,
+        bus: EventBus | None = None,
+        ephemeral: EphemeralStore | None = None,
+    ) -> None:
         self._queue_size = queue_size
+        self._pool = pool
+        self.bus = bus or InProcessBus()
+        self.ephemeral = ephemeral or MemoryEphemeralStore()
         self._subscribers: dict[str, set[Subscriber]] = {}
+        self._watching: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._delivered: set[str] = set()
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Connect the bus; frames for watched users then reach local subscribers."""
+        await self.bus.start(self.deliver)
+
+    async def close(self) -> None:
+        """Finish pending fire-and-forget publishes, then disconnect the bus."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        await self.bus.close()
+        await self.ephemeral.close()
+
+    # -- local registry ----------------------------------------------------------------
 
     def subscribe(self, user_id: str) -> Subscriber:
-        """Register a new device connection for ``user_id``."""
+        """Register a device of ``user_id`` in this process (without watching the bus)."""
         subscriber = Subscriber(user_id, self._queue_size)
         self._subscribers.setdefault(user_id, set()).add(subscriber)
         return subscriber
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
-        """Forget a connection; safe to call more than once."""
+        """Forget a device; safe to call more than once."""
         group = self._subscribers.get(subscriber.user_id)
         if group is not None:
             group.discard(subscriber)
             if not group:
                 del self._subscribers[subscriber.user_id]
 
+    async def connect(self, user_id: str) -> Subscriber:
+        """Register a device and make sure this process watches ``user_id`` on the bus.
+
+        Returns once the bus subscription is active, so no event committed afterwards is
+        missed by this device.
+        """
+        subscriber = self.subscribe(user_id)
+        watch = self._watching.get(user_id)
+        if watch is None or (watch.done() and watch.exception() is not None):
+            watch = asyncio.create_task(self.bus.watch(user_id))
+            self._watching[user_id] = watch
+        try:
+            await asyncio.shield(watch)
+        except BaseException:
+            self.unsubscribe(subscriber)
+            raise
+        return subscriber
+
+    async def disconnect(self, subscriber: Subscriber) -> None:
+        """Unregister a device; stop watching its user when it was the last one here."""
+        self.unsubscribe(subscriber)
+        user_id = subscriber.user_id
+        if user_id not in self._subscribers and self._watching.pop(user_id, None) is not None:
+            try:
+                await self.bus.unwatch(user_id)
+            except Exception:  # the bus may be gone at shutdown; nothing to clean up then
+                log.warning("could not unwatch %s", user_id, exc_info=True)
+
     def connections(self, user_id: str) -> int:
         """How many devices of ``user_id`` are connected to this process."""
         return len(self._subscribers.get(user_id, ()))
 
-    def publish(self, user_ids: Iterable[str], event_type: str, data: Any) -> int:
-        """Queue ``{"type": event_type, "data": data}`` for every device of ``user_ids``.
+    def deliver(self, user_id: str, frame: Frame) -> None:
+        """Offer a frame from the bus to every local device of ``user_id`` (never blocks)."""
+        for subscriber in tuple(self._subscribers.get(user_id, ())):
+            subscriber.offer(frame)
 
-        ``data`` must be JSON-serialisable. Returns the number of queues the event reached.
+    # -- writing -----------------------------------------------------------------------
+
+    async def append(
+        self,
+        conn: asyncpg.Connection,
+        user_ids: Iterable[str],
+        event_type: str,
+        data: Any,
+        *,
+        outgoing: Outgoing | None = None,
+    ) -> Outgoing:
+        """Append one durable event to each user's stream inside the caller's transaction.
+
+        ``data`` must be JSON-serialisable. Returns (or extends) the ``Outgoing`` to pass to
+        ``send`` after commit.
         """
-        text = json.dumps({"type": event_type, "data": data}, separators=(",", ":"))
-        reached = 0
-        for user_id in set(user_ids):
-            for subscriber in tuple(self._subscribers.get(user_id, ())):
-                try:
-                    subscriber.queue.put_nowait(text)
-                    reached += 1
-                except asyncio.QueueFull:
-                    subscriber.overflowed.set()
-        return reached
+        outgoing = outgoing or Outgoing()
+        users = sorted(set(user_ids))
+        if not users:
+            return outgoing
+        text = _json(data)
+        await events_store.ensure_streams(conn, user_ids=users)
+        rows = await events_store.append_events(conn, user_ids=users, type=event_type, data=text)
+        sender, message_id = _delivery_of(event_type, data)
+        outgoing.frames.extend(
+            (uid, event_frame(event_type, seq, text, message_id if uid != sender else None))
+            for uid, seq in rows
+        )
+        return outgoing
+
+    async def send(self, outgoing: Outgoing) -> None:
+        """Publish committed frames on the bus (and the conversation subject, if any)."""
+        if outgoing.frames:
+            await self.bus.publish(outgoing.frames)
+        if outgoing.conversation is not None:
+            await self.bus.publish_conversation(*outgoing.conversation)
+
+    async def emit(self, user_ids: Iterable[str], event_type: str, data: Any) -> None:
+        """Append a durable event in its own transaction and publish it."""
+        if event_type in EPHEMERAL_TYPES or self._pool is None:
+            await self.emit_ephemeral(user_ids, event_type, data)
+            return
+        async with self._pool.acquire() as conn, conn.transaction():
+            outgoing = await self.append(conn, user_ids, event_type, data)
+        await self.send(outgoing)
+
+    async def emit_ephemeral(self, user_ids: Iterable[str], event_type: str, data: Any) -> None:
+        """Publish an event that is not stored (typing, presence): no offset, droppable."""
+        frame = ephemeral_frame(event_type, data)
+        await self.bus.publish([(uid, frame) for uid in set(user_ids)])
+
+    def publish(self, user_ids: Iterable[str], event_type: str, data: Any) -> int:
+        """Fire-and-forget ``emit`` for callers outside a transaction (e.g. inbound federation).
+
+        Returns how many devices of ``user_ids`` are connected to this process right now.
+        """
+        users = list(user_ids)
+        task = asyncio.get_running_loop().create_task(self._emit_logged(users, event_type, data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return sum(self.connections(uid) for uid in set(users))
+
+    async def _emit_logged(self, user_ids: list[str], event_type: str, data: Any) -> None:
+        try:
+            await self.emit(user_ids, event_type, data)
+        except Exception:
+            log.exception("could not emit %s to %d users", event_type, len(user_ids))
+
+    def note_delivered(self, message_id: str) -> None:
+        """A device received ``message_id``: set its ``delivered_at`` soon (batched)."""
+        self._delivered.add(message_id)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_delivered())
+
+    async def _flush_delivered(self) -> None:
+        await asyncio.sleep(DELIVERED_FLUSH_SECONDS)
+        ids, self._delivered = sorted(self._delivered), set()
+        if not ids or self._pool is None:
+            return
+        try:
+            async with self._pool.acquire() as conn:
+                await change_store.mark_delivered(conn, message_ids=ids)
+        except (asyncpg.PostgresError, OSError):
+            log.warning("could not record delivery of %d messages", len(ids), exc_info=True)
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def head(self, user_id: str) -> events_store.StreamHead:
+        """The user's stream epoch and last offset (creating the stream if needed)."""
+        assert self._pool is not None, "the hub needs a pool for durable streams"
+        async with self._pool.acquire() as conn:
+            return await events_store.get_stream_head(conn, user_id=user_id)
+
+    async def replay(self, user_id: str, *, after: int, upto: int, limit: int) -> list[Frame]:
+        """Stored frames with ``after < offset <= upto``, oldest first (at most ``limit``)."""
+        assert self._pool is not None, "the hub needs a pool for durable streams"
+        async with self._pool.acquire() as conn:
+            rows = await events_store.list_events(
+                conn, user_id=user_id, after=after, upto=upto, limit=limit
+            )
+        return [event_frame(r.type, r.seq, r.data) for r in rows]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 
 from gateway.deps import Current, State
 from gateway.errors import ValidationFailedError
 from gateway.ids import is_ulid
 from gateway.routes import problems
 from gateway.services import conversations as service
+from gateway.services import participants
 from models import Message
 from models.api import (
     ConversationCreate,
@@ -21,19 +22,23 @@ from models.api import (
 
 router = APIRouter(tags=["conversations"])
 
-_ERRORS = problems(400, 401, 404, 413, 422)
+_ERRORS = problems(400, 401, 403, 404, 409, 413, 422)
 
 
 @router.post(
     "/v1/conversations",
     status_code=201,
-    summary="Start a direct conversation",
-    responses={**_ERRORS, 200: {"description": "The conversation already existed"}},
+    summary="Start a direct conversation or a group",
+    responses={**_ERRORS, 200: {"description": "The direct conversation already existed"}},
 )
 async def create_conversation(
     data: ConversationCreate, current: Current, state: State, response: Response
 ) -> ConversationPublic:
-    """Find or create the direct conversation with a local or remote DID."""
+    """Find or create the direct conversation with a local or remote DID, or create a group."""
+    if data.type == "group":
+        return await participants.create_group(
+            state.pool, state.hub, state.identity, state.peers, current.user, data
+        )
     conversation, created = await service.create_direct_conversation(
         state.pool, state.identity, state.peers, current.user, data
     )
@@ -50,7 +55,8 @@ async def list_conversations(
     return await service.list_conversations(state.pool, current.user, limit)
 
 
-def _checked_id(conversation_id: str) -> str:
+def checked_id(conversation_id: str) -> str:
+    """``conversation_id`` when it is a ULID; ValidationFailedError (422) otherwise."""
     if not is_ulid(conversation_id):
         raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
     return conversation_id
@@ -61,7 +67,7 @@ async def get_conversation(
     conversation_id: str, current: Current, state: State
 ) -> ConversationPublic:
     """A conversation the caller takes part in."""
-    return await service.get_conversation(state.pool, current.user, _checked_id(conversation_id))
+    return await service.get_conversation(state.pool, current.user, checked_id(conversation_id))
 
 
 @router.post(
@@ -71,11 +77,28 @@ async def get_conversation(
     responses=_ERRORS,
 )
 async def post_message(
-    conversation_id: str, data: MessageCreate, current: Current, state: State
+    conversation_id: str,
+    data: MessageCreate,
+    current: Current,
+    state: State,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            description="Retries with the same key and body return the same message.",
+        ),
+    ] = None,
 ) -> Message:
     """Store a message, push it to every participant's devices, and queue it for peers."""
     return await service.post_message(
-        state.pool, state.hub, current.user, _checked_id(conversation_id), data
+        state.pool,
+        state.hub,
+        current.user,
+        checked_id(conversation_id),
+        data,
+        idempotency_key=idempotency_key,
     )
 
 
@@ -91,8 +114,8 @@ async def list_messages(
 ) -> MessagePage:
     """Messages newest first; follow ``next_before`` for older pages."""
     if before is not None:
-        _checked_id(before)
+        checked_id(before)
     items, next_before = await service.list_messages(
-        state.pool, current.user, _checked_id(conversation_id), before=before, limit=limit
+        state.pool, current.user, checked_id(conversation_id), before=before, limit=limit
     )
     return MessagePage(items=items, next_before=next_before)

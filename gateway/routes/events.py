@@ -1,29 +1,29 @@
-"""The per-device WebSocket: live events for the authenticated user.
+"""The per-device WebSocket ``/v1/ws``: authentication, Origin check, then the event session.
 
-Connect to ``/v1/ws`` offering the subprotocol ``confer.v1``. Authenticate either by also
-offering ``bearer.<access token>`` in ``Sec-WebSocket-Protocol`` (never in the URL), or by
-sending ``{"type": "auth", "token": "<access token>"}`` as the first frame within 10 s.
-The server then sends ``{"type": "ready", "data": {"user_id", "did"}}`` followed by events
-such as ``{"type": "message.created", "data": <Message>}``. ``{"type": "ping"}`` is answered
-with ``{"type": "pong"}``.
-
-Close codes: 4001 authentication failed, 4008 client too slow (its queue overflowed),
-1003 unsupported frame.
+Connect offering the subprotocol ``confer.v1``. Authenticate by also offering
+``bearer.<access token>`` in ``Sec-WebSocket-Protocol`` (never in the URL), or by sending
+``{"type": "auth", "token": "<access token>"}`` as the first frame within 10 s. To resume, pass
+``?epoch=<epoch>&offset=<last offset>`` in the URL or ``epoch``/``offset`` in the ``auth``
+frame. A browser ``Origin`` must be ``public_url``'s or in ``ws_allowed_origins`` (else the
+handshake gets HTTP 403). The whole protocol, with every frame and close code, is in
+``docs/websocket.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 
 from gateway.deps import get_ws_state
 from gateway.errors import ConferError
-from gateway.realtime.hub import Subscriber
+from gateway.ids import new_id
+from gateway.realtime.session import EventSession, Resume, SessionLimits
+from gateway.services import presence
 from gateway.services.accounts import Authenticated
+from gateway.services.typing import handle_client_frame
 from gateway.state import AppState
 
 router = APIRouter()
@@ -32,12 +32,40 @@ SUBPROTOCOL = "confer.v1"
 BEARER_PREFIX = "bearer."
 AUTH_TIMEOUT = 10.0
 CLOSE_UNAUTHENTICATED = 4001
-CLOSE_TOO_SLOW = 4008
-CLOSE_UNSUPPORTED = 1003
-CLOSE_TIMEOUT = 5.0
+CLOSE_ORIGIN_REFUSED = 4003
 
 
-async def _first_frame_auth(websocket: WebSocket, state: AppState) -> Authenticated | None:
+def origin_allowed(origin: str | None, public_url: str, allowed: list[str]) -> bool:
+    """True when a handshake's ``Origin`` may connect (RFC 6455 §10.2).
+
+    No ``Origin`` (non-browser clients) is allowed; otherwise it must equal ``public_url``'s
+    origin or an entry of ``allowed`` (``*`` allows any), compared case-insensitively.
+    """
+    if origin is None:
+        return True
+    if "*" in allowed:
+        return True
+    parts = urlsplit(public_url)
+    origins = {f"{parts.scheme}://{parts.netloc}", *allowed}
+    origins = {o.lower().rstrip("/") for o in origins}
+    return origin.lower().rstrip("/") in origins
+
+
+def _resume_from(values: Any) -> Resume | None:
+    """A Resume from a mapping with ``epoch`` and ``offset``; None when absent or malformed."""
+    epoch, offset = values.get("epoch"), values.get("offset")
+    if not isinstance(epoch, str) or not epoch or offset is None:
+        return None
+    try:
+        number = int(offset)
+    except (TypeError, ValueError):
+        return None
+    return Resume(epoch, number) if number >= 0 else None
+
+
+async def _first_frame_auth(
+    websocket: WebSocket, state: AppState
+) -> tuple[Authenticated, Resume | None] | None:
     try:
         frame = await asyncio.wait_for(websocket.receive_json(), AUTH_TIMEOUT)
     except (TimeoutError, ValueError, WebSocketDisconnect):
@@ -45,12 +73,15 @@ async def _first_frame_auth(websocket: WebSocket, state: AppState) -> Authentica
     if not isinstance(frame, dict) or frame.get("type") != "auth":
         return None
     try:
-        return await state.accounts.authenticate(str(frame.get("token", "")))
+        auth = await state.accounts.authenticate(str(frame.get("token", "")))
     except ConferError:
         return None
+    return auth, _resume_from(frame)
 
 
-async def _authenticate(websocket: WebSocket, state: AppState) -> Authenticated | None:
+async def _authenticate(
+    websocket: WebSocket, state: AppState
+) -> tuple[Authenticated, Resume | None] | None:
     offered = websocket.scope.get("subprotocols", [])
     subprotocol = SUBPROTOCOL if SUBPROTOCOL in offered else None
     tokens = [p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)]
@@ -61,62 +92,41 @@ async def _authenticate(websocket: WebSocket, state: AppState) -> Authenticated 
             await websocket.close(code=CLOSE_UNAUTHENTICATED)
             return None
         await websocket.accept(subprotocol=subprotocol)
-        return auth
+        return auth, _resume_from(websocket.query_params)
     await websocket.accept(subprotocol=subprotocol)
-    first = await _first_frame_auth(websocket, state)
-    if first is None:
+    result = await _first_frame_auth(websocket, state)
+    if result is None:
         await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="authentication failed")
-    return first
-
-
-async def _pump(websocket: WebSocket, subscriber: Subscriber) -> None:
-    while True:
-        text = await subscriber.queue.get()
-        await websocket.send_text(text)
-
-
-async def _read(websocket: WebSocket) -> None:
-    while True:
-        raw = await websocket.receive_text()
-        try:
-            frame = json.loads(raw)
-        except ValueError:
-            frame = None
-        if isinstance(frame, dict) and frame.get("type") == "ping":
-            await websocket.send_text('{"type":"pong"}')
-        else:
-            await websocket.close(code=CLOSE_UNSUPPORTED, reason="unsupported frame")
-            return
+        return None
+    auth, resume = result
+    return auth, resume or _resume_from(websocket.query_params)
 
 
 @router.websocket("/v1/ws")
 async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws_state)]) -> None:
-    """Stream the user's events to one device (see the module docstring for the protocol)."""
-    auth = await _authenticate(websocket, state)
-    if auth is None:
+    """Stream the user's events to one device (protocol: docs/websocket.md)."""
+    settings = state.settings
+    origin = websocket.headers.get("origin")
+    if not origin_allowed(origin, settings.public_url, settings.ws_allowed_origins):
+        await websocket.close(code=CLOSE_ORIGIN_REFUSED)
         return
-    subscriber = state.hub.subscribe(auth.user.id)
-    tasks: list[asyncio.Task[object]] = []
+    result = await _authenticate(websocket, state)
+    if result is None:
+        return
+    auth, resume = result
+    limits = SessionLimits(
+        replay_window=settings.ws_replay_window,
+        ping_interval=settings.ws_ping_interval_seconds,
+        ping_timeout=settings.ws_ping_timeout_seconds,
+    )
+
+    async def on_frame(frame: dict[str, Any]) -> bool:
+        return await handle_client_frame(state, auth.user, frame)
+
+    session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
+    device = new_id()
+    await presence.device_connected(state, auth.user, device)
     try:
-        await websocket.send_json(
-            {"type": "ready", "data": {"user_id": auth.user.id, "did": auth.user.did}}
-        )
-        tasks = [
-            asyncio.create_task(_pump(websocket, subscriber)),
-            asyncio.create_task(_read(websocket)),
-            asyncio.create_task(subscriber.overflowed.wait()),
-        ]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    except (WebSocketDisconnect, RuntimeError):
-        pass
+        await session.run({"user_id": auth.user.id, "did": auth.user.did}, resume)
     finally:
-        state.hub.unsubscribe(subscriber)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    if subscriber.overflowed.is_set():
-        # The client is not reading: the close frame may never drain, so bound the wait.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow"), CLOSE_TIMEOUT
-            )
+        await presence.device_disconnected(state, auth.user, device)

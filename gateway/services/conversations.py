@@ -6,6 +6,8 @@ remote participant; after commit the event is pushed to every local member's dev
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,19 +15,36 @@ import asyncpg
 
 from did.web import split_did_url
 from gateway.agents.worker import enqueue_for_message
-from gateway.errors import ConversationNotFoundError, RecipientNotFoundError, ValidationFailedError
+from gateway.errors import (
+    ConversationArchivedError,
+    ConversationNotFoundError,
+    IdempotencyKeyReusedError,
+    MessageNotFoundError,
+    ObserverCannotPostError,
+    RecipientNotFoundError,
+    ValidationFailedError,
+)
 from gateway.ids import new_id
-from gateway.realtime.hub import EventHub
+from gateway.realtime.hub import EventHub, Outgoing
+from gateway.services.attachments import link_to_message
+from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
+from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import ConversationRow, Message, User
-from models.api import ConversationCreate, ConversationPublic, MessageCreate, ParticipantPublic
+from models.api import (
+    ConversationCreate,
+    ConversationPublic,
+    MembershipPublic,
+    MessageCreate,
+    ParticipantPublic,
+)
 
 MESSAGE_CREATED = "message.created"
 
@@ -47,22 +66,85 @@ async def _local_participant(
     raise RecipientNotFoundError(f"{did} is not a user or agent of this instance")
 
 
+async def resolve_participant(
+    pool: asyncpg.Pool, identity: Identity, peers: PeerDirectory, did: str
+) -> ParticipantRef:
+    """A DID as a participant: a local user or agent, or a peer agent (resolved and cached).
+
+    Raises RecipientNotFoundError for an unknown local DID and the resolver's errors (4xx)
+    for a remote one that cannot be used.
+    """
+    split_did_url(did)  # refuse DID URLs with fragments early
+    if identity.local_subject(did) is None:
+        peer = await peers.resolve(did)
+        return ("peer_agent", peer.id)
+    async with pool.acquire() as conn:
+        return await _local_participant(conn, identity, did)
+
+
 async def conversation_public(
-    conn: asyncpg.Connection, conversation: ConversationRow
+    conn: asyncpg.Connection, conversation: ConversationRow, *, viewer: User | None = None
 ) -> ConversationPublic:
-    """The conversation with its participants' DIDs and names."""
+    """The conversation with its participants; with ``viewer``, also their own membership
+    (role, notification, last_read_at, exact unread count)."""
     rows = await conv_store.list_participants(conn, conversation_id=conversation.id)
+    membership = None
+    if viewer is not None:
+        mine = await conv_store.get_membership(
+            conn, conversation_id=conversation.id, user_id=viewer.id
+        )
+        if mine is not None:
+            unread = await messages_store.count_unread(
+                conn, conversation_id=conversation.id, participant_id=mine.id, user_id=viewer.id
+            )
+            membership = MembershipPublic(
+                participant_id=mine.id,
+                role=mine.role,
+                notification=mine.notification,
+                last_read_at=mine.last_read_at,
+                unread=unread,
+            )
     return ConversationPublic(
         **conversation.model_dump(include={"id", "type", "name", "created_by"}),
         created_at=conversation.created_at,
         updated_at=conversation.updated_at,
+        archived_at=conversation.archived_at,
         participants=[
             ParticipantPublic(
-                participant_type=r["participant_type"], did=r["did"], name=r["name"], role=r["role"]
+                participant_type=r["participant_type"],
+                did=r["did"],
+                name=r["name"],
+                role=r["role"],
+                id=r["id"],
+                joined_at=r["joined_at"],
             )
             for r in rows
         ],
+        membership=membership,
     )
+
+
+_DIRECT_KINDS = {
+    "direct_user_user": ("user", "peer_agent"),
+    "direct_user_agent": ("own_agent", "peer_agent"),
+    "direct_agent_agent": ("own_agent", "peer_agent"),
+}
+
+
+async def _speaking_agent(
+    conn: asyncpg.Connection, identity: Identity, user: User, agent_did: str | None
+) -> ParticipantRef:
+    """The caller's agent for a direct_agent_agent conversation (default: the main one)."""
+    if agent_did is None:
+        agent = await users_store.get_main_agent(conn, user_id=user.id)
+        if agent is None:
+            raise ValidationFailedError("you have no agent to speak for you")
+        return ("own_agent", agent.id)
+    ref = await _local_participant(conn, identity, agent_did)
+    agent = await users_store.get_agent(conn, id=ref[1]) if ref[0] == "own_agent" else None
+    if agent is None or agent.user_id != user.id:
+        raise ValidationFailedError("agent_did must be one of your own agents")
+    return ref
 
 
 async def create_direct_conversation(
@@ -72,41 +154,46 @@ async def create_direct_conversation(
     user: User,
     data: ConversationCreate,
 ) -> tuple[ConversationPublic, bool]:
-    """Find or create the direct conversation between ``user`` and one DID.
+    """Find or create the direct conversation of ``data.type`` between ``user`` and one DID.
 
     Returns ``(conversation, created)``. A remote DID is resolved (and cached) first; a local
-    one must name an existing user or agent. Concurrent creates of the same pair serialise on
-    an advisory lock, so they yield one conversation.
+    one must name an existing user or agent of the kind the type needs (ValidationFailedError
+    otherwise). In ``direct_agent_agent`` the caller's agent speaks and the caller observes.
+    Concurrent creates of the same pair serialise on an advisory lock: they yield one row.
     """
-    split_did_url(data.participant_did)  # refuse DID URLs with fragments early
+    assert data.participant_did is not None
     if data.participant_did == user.did:
         raise ValidationFailedError("a direct conversation needs another participant")
-    other: ParticipantRef
-    if identity.local_subject(data.participant_did) is None:
-        peer = await peers.resolve(data.participant_did)
-        other = ("peer_agent", peer.id)
-    else:
-        async with pool.acquire() as conn:
-            other = await _local_participant(conn, identity, data.participant_did)
+    other = await resolve_participant(pool, identity, peers, data.participant_did)
+    if other[0] not in _DIRECT_KINDS[data.type]:
+        raise ValidationFailedError(f"{data.participant_did} cannot take part in {data.type}")
     async with pool.acquire() as conn, conn.transaction():
+        mine: ParticipantRef = ("user", user.id)
+        if data.type == "direct_agent_agent":
+            mine = await _speaking_agent(conn, identity, user, data.agent_did)
+            if mine == other:
+                raise ValidationFailedError("an agent cannot converse with itself")
         await conv_store.lock_direct_pair(conn, f"{data.type}:{user.id}:{other[0]}:{other[1]}")
         existing = await conv_store.find_direct_conversation(
             conn, type=data.type, user_id=user.id, other=other
         )
         if existing is not None:
-            return await conversation_public(conn, existing), False
+            return await conversation_public(conn, existing, viewer=user), False
         conversation = await conv_store.insert_conversation(
             conn, type=data.type, name=data.name, created_by=user.id
         )
+        if mine[0] == "own_agent":
+            await conv_store.insert_participant(conn, conversation_id=conversation.id, who=mine)
+        role = "observer" if mine[0] == "own_agent" else "admin"
         await conv_store.insert_participant(
-            conn, conversation_id=conversation.id, who=("user", user.id), role="admin"
+            conn, conversation_id=conversation.id, who=("user", user.id), role=role
         )
         await conv_store.insert_participant(conn, conversation_id=conversation.id, who=other)
         if other[0] == "peer_agent":
             await peers_store.upsert_contact(
                 conn, user_id=user.id, peer_id=other[1], alias=None, added_via="conversation"
             )
-        return await conversation_public(conn, conversation), True
+        return await conversation_public(conn, conversation, viewer=user), True
 
 
 async def get_conversation(
@@ -119,7 +206,7 @@ async def get_conversation(
         )
         if conversation is None:
             raise ConversationNotFoundError(f"no conversation {conversation_id}")
-        return await conversation_public(conn, conversation)
+        return await conversation_public(conn, conversation, viewer=user)
 
 
 async def list_conversations(
@@ -128,7 +215,26 @@ async def list_conversations(
     """The user's conversations, most recently active first."""
     async with pool.acquire() as conn:
         rows = await conv_store.list_conversations_for_user(conn, user_id=user.id, limit=limit)
-        return [await conversation_public(conn, row) for row in rows]
+        return [await conversation_public(conn, row, viewer=user) for row in rows]
+
+
+async def check_can_post(
+    conn: asyncpg.Connection, conversation: ConversationRow, user: User
+) -> None:
+    """Raise ConversationArchivedError (409) or ObserverCannotPostError (403) when ``user``
+    may not post in ``conversation``. Locks the conversation's row until the transaction
+    ends (posts to one conversation serialise on it anyway), so a concurrent archive or
+    removal cannot slip in between."""
+    archived = await conn.fetchval(
+        "SELECT archived_at FROM conversations WHERE id = $1 FOR UPDATE", conversation.id
+    )
+    if archived is not None:
+        raise ConversationArchivedError("the conversation is archived (read-only)")
+    membership = await conv_store.get_membership(
+        conn, conversation_id=conversation.id, user_id=user.id
+    )
+    if membership is None or membership.role == "observer":
+        raise ObserverCannotPostError("observers read but cannot post")
 
 
 def send_message_params(
@@ -162,30 +268,51 @@ async def post_message(
     user: User,
     conversation_id: str,
     data: MessageCreate,
+    *,
+    idempotency_key: str | None = None,
 ) -> Message:
     """Store a message from ``user``, queue it for remote participants, push it to devices.
 
-    Raises ConversationNotFoundError when the user is not a participant and
-    ValidationFailedError when ``in_reply_to`` is not a message of this conversation.
+    With ``idempotency_key``, a retry with the same body returns the first message and stores
+    nothing (IdempotencyKeyReusedError, 422, for a different body under the same key).
+    Raises ConversationNotFoundError when the user is not a participant,
+    ObserverCannotPostError / ConversationArchivedError, and ValidationFailedError for a
+    body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
     async with pool.acquire() as conn, conn.transaction():
-        message, local_users = await store_user_message(conn, user, conversation_id, data)
-    hub.publish(local_users, MESSAGE_CREATED, message.model_dump(mode="json"))
+        message, outgoing = await store_user_message(
+            conn, hub, user, conversation_id, data, idempotency_key=idempotency_key
+        )
+    if outgoing is not None:
+        await hub.send(outgoing)
     return message
 
 
 async def store_user_message(
-    conn: asyncpg.Connection, user: User, conversation_id: str, data: MessageCreate
-) -> tuple[Message, list[str]]:
+    conn: asyncpg.Connection,
+    hub: EventHub,
+    user: User,
+    conversation_id: str,
+    data: MessageCreate,
+    *,
+    idempotency_key: str | None = None,
+) -> tuple[Message, Outgoing | None]:
     """The body of :func:`post_message`, inside the caller's transaction.
 
-    Returns the message and the local users to push it to once the transaction commits.
+    Returns the message and the events to publish with ``hub.send`` once the transaction has
+    committed (None when an idempotent retry returned an earlier message).
     """
+    validate_message(data)
+    if idempotency_key is not None:
+        earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
+        if earlier is not None:
+            return earlier, None
     conversation = await conv_store.get_conversation_for_user(
         conn, conversation_id=conversation_id, user_id=user.id
     )
     if conversation is None:
         raise ConversationNotFoundError(f"no conversation {conversation_id}")
+    await check_can_post(conn, conversation, user)
     if data.in_reply_to and not await messages_store.message_in_conversation(
         conn, message_id=data.in_reply_to, conversation_id=conversation_id
     ):
@@ -198,9 +325,29 @@ async def store_user_message(
         sender_id=user.id,
         sender_did=user.did,
         content=data.content,
+        content_type=data.content_type,
+        content_json=data.content_json,
         in_reply_to=data.in_reply_to,
         via=data.via,
+        citations=data.model_dump(mode="json")["citations"],
+        language=data.language,
+        translation=data.model_dump(mode="json", by_alias=True)["translation"],
     )
+    if data.content_type == "file" and isinstance(data.content_json, dict):
+        await link_to_message(
+            conn,
+            attachment_id=str(data.content_json["attachment_id"]),
+            user=user,
+            message_id=message.id,
+        )
+    if idempotency_key is not None:
+        await change_store.insert_idempotent(
+            conn,
+            user_id=user.id,
+            key=idempotency_key,
+            request_hash=request_hash(conversation_id, data),
+            message_id=message.id,
+        )
     await enqueue_for_message(
         conn, conversation_id=conversation_id, message_id=message.id, sender_user_id=user.id
     )
@@ -220,7 +367,39 @@ async def store_user_message(
                 message, sender_name=user.display_name or user.username, recipient_did=p["did"]
             ),
         )
-    return message, [p["user_id"] for p in participants if p["user_id"]]
+    local_users = [p["user_id"] for p in participants if p["user_id"]]
+    body = message.model_dump(mode="json")
+    outgoing = await hub.append(conn, local_users, MESSAGE_CREATED, body)
+    outgoing.conversation = (
+        conversation_id,
+        json.dumps({"type": MESSAGE_CREATED, "data": body}),
+    )
+    return message, outgoing
+
+
+def request_hash(conversation_id: str, data: MessageCreate) -> str:
+    """SHA-256 (hex) of the conversation and the canonical request body."""
+    canonical = json.dumps(
+        [conversation_id, data.model_dump(mode="json")], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def idempotent_message(
+    conn: asyncpg.Connection, user: User, conversation_id: str, data: MessageCreate, key: str
+) -> Message | None:
+    """The message an earlier send with ``key`` created (None if none), holding a lock on the
+    key until the transaction ends. IdempotencyKeyReusedError when the body differs."""
+    await conv_store.lock_direct_pair(conn, f"idempotency:{user.id}:{key}")
+    earlier = await change_store.get_idempotent(conn, user_id=user.id, key=key)
+    if earlier is None:
+        return None
+    if earlier["request_hash"] != request_hash(conversation_id, data):
+        raise IdempotencyKeyReusedError("this Idempotency-Key was used for a different message")
+    message = await messages_store.get_message(conn, id=earlier["message_id"])
+    if message is None:
+        raise MessageNotFoundError("the message sent with this Idempotency-Key was deleted")
+    return message
 
 
 def _destination(endpoint: str) -> str:

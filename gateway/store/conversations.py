@@ -129,3 +129,119 @@ async def list_participants(
 async def touch_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
     """Bump ``updated_at`` so the conversation sorts first in its members' lists."""
     await conn.execute("UPDATE conversations SET updated_at = NOW() WHERE id = $1", conversation_id)
+
+
+async def list_co_participant_user_ids(conn: asyncpg.Connection, *, user_id: str) -> list[str]:
+    """Ids of the local users who share a direct conversation with ``user_id`` (presence is
+    kept coarse: group members are not told, which would cost O(members) per connect)."""
+    records = await conn.fetch(
+        """SELECT DISTINCT other.user_id FROM conversation_participants mine
+           JOIN conversations c ON c.id = mine.conversation_id AND c.type LIKE 'direct%'
+           JOIN conversation_participants other ON other.conversation_id = mine.conversation_id
+           WHERE mine.user_id = $1 AND other.user_id IS NOT NULL AND other.user_id <> $1""",
+        user_id,
+    )
+    return [r["user_id"] for r in records]
+
+
+async def get_membership(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str, lock: bool = False
+) -> ParticipantRow | None:
+    """The user's own participant row in the conversation (``FOR UPDATE`` when ``lock``)."""
+    record = await conn.fetchrow(
+        f"""SELECT * FROM conversation_participants
+            WHERE conversation_id = $1 AND user_id = $2 ORDER BY id LIMIT 1
+            {"FOR UPDATE" if lock else ""}""",
+        conversation_id,
+        user_id,
+    )
+    return ParticipantRow.model_validate(dict(record)) if record else None
+
+
+async def find_participant(
+    conn: asyncpg.Connection, *, conversation_id: str, who: ParticipantRef
+) -> ParticipantRow | None:
+    """The participant row of a user, agent or peer in the conversation, if any."""
+    record = await conn.fetchrow(
+        f"""SELECT * FROM conversation_participants
+            WHERE conversation_id = $1 AND participant_type = $2 AND {_COLUMN[who[0]]} = $3""",
+        conversation_id,
+        who[0],
+        who[1],
+    )
+    return ParticipantRow.model_validate(dict(record)) if record else None
+
+
+async def get_participant(
+    conn: asyncpg.Connection, *, conversation_id: str, participant_id: str
+) -> ParticipantRow | None:
+    """A participant row by id within one conversation."""
+    record = await conn.fetchrow(
+        "SELECT * FROM conversation_participants WHERE id = $1 AND conversation_id = $2",
+        participant_id,
+        conversation_id,
+    )
+    return ParticipantRow.model_validate(dict(record)) if record else None
+
+
+async def delete_participant(conn: asyncpg.Connection, *, participant_id: str) -> None:
+    """Remove a participant row (removal or leaving)."""
+    await conn.execute("DELETE FROM conversation_participants WHERE id = $1", participant_id)
+
+
+async def update_participant(
+    conn: asyncpg.Connection,
+    *,
+    participant_id: str,
+    role: str | None = None,
+    notification: str | None = None,
+) -> ParticipantRow:
+    """Change a participant's role and/or notification setting (None = unchanged)."""
+    record = await conn.fetchrow(
+        """UPDATE conversation_participants
+           SET role = COALESCE($2, role), notification = COALESCE($3, notification)
+           WHERE id = $1 RETURNING *""",
+        participant_id,
+        role,
+        notification,
+    )
+    assert record is not None
+    return ParticipantRow.model_validate(dict(record))
+
+
+async def promote_oldest_member(conn: asyncpg.Connection, *, conversation_id: str) -> None:
+    """Make the earliest-joined local user an admin when the conversation has no admin left."""
+    await conn.execute(
+        """UPDATE conversation_participants SET role = 'admin'
+           WHERE id = (
+             SELECT id FROM conversation_participants
+             WHERE conversation_id = $1 AND participant_type = 'user'
+               AND NOT EXISTS (SELECT 1 FROM conversation_participants
+                               WHERE conversation_id = $1 AND role = 'admin')
+             ORDER BY joined_at, id LIMIT 1)""",
+        conversation_id,
+    )
+
+
+async def update_conversation(
+    conn: asyncpg.Connection, *, conversation_id: str, name: str | None, archived: bool | None
+) -> ConversationRow:
+    """Rename and/or (un)archive a conversation; None leaves a field as it is."""
+    record = await conn.fetchrow(
+        """UPDATE conversations SET
+             name = COALESCE($2, name),
+             archived_at = CASE WHEN $3::boolean IS NULL THEN archived_at
+                                WHEN $3 THEN COALESCE(archived_at, NOW()) ELSE NULL END,
+             updated_at = NOW()
+           WHERE id = $1 RETURNING *""",
+        conversation_id,
+        name,
+        archived,
+    )
+    assert record is not None
+    return ConversationRow.model_validate(dict(record))
+
+
+async def lock_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
+    """Serialise membership changes of one conversation (row lock until commit)."""
+    await conn.execute("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", conversation_id)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import socket
 from collections.abc import AsyncIterator
 
 import pytest
+import websockets
 
 from tests.gateway.harness import Instance, next_event, run_instance
 
@@ -122,18 +124,16 @@ async def test_outsiders_get_404_and_bad_input_4xx(instance: Instance) -> None:
 
 
 async def test_websocket_auth_by_first_frame_and_refusals(instance: Instance) -> None:
-    import json
-
-    import websockets
-
     alice = await instance.register("alice")
     async with websockets.connect(instance.ws_url, subprotocols=["confer.v1"]) as ws:
         assert ws.subprotocol == "confer.v1"
         await ws.send(json.dumps({"type": "auth", "token": alice.token}))
         ready = json.loads(await ws.recv())
+        epoch = ready["data"].pop("epoch")
+        assert isinstance(epoch, str) and epoch
         assert ready == {
             "type": "ready",
-            "data": {"user_id": alice.profile["id"], "did": alice.did},
+            "data": {"user_id": alice.profile["id"], "did": alice.did, "offset": 0},
         }
         await ws.send('{"type": "ping"}')
         assert json.loads(await ws.recv()) == {"type": "pong"}
@@ -187,3 +187,12 @@ async def test_a_slow_client_is_closed_without_hurting_others(database_url: str)
                 assert instance.state.hub.connections(bob.profile["id"]) == 1
         finally:
             slow.close()
+        # Reconnecting from offset 0 replays every event the slow device missed, in order.
+        head = await instance.state.hub.head(bob.profile["id"])
+        url = f"{instance.ws_url}?epoch={head.epoch}&offset=0"
+        async with websockets.connect(
+            url, subprotocols=["confer.v1", f"bearer.{bob.token}"], max_size=None
+        ) as ws:
+            assert json.loads(await ws.recv())["type"] == "ready"
+            offsets = [(await next_event(ws, "message.created"))["offset"] for _ in range(300)]
+        assert offsets == list(range(1, 301))

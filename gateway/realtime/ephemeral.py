@@ -1,0 +1,63 @@
+"""Short-lived shared state: rate-limit slots, presence and typing (never the source of truth).
+
+``EphemeralStore`` is the interface; ``MemoryEphemeralStore`` keeps it in this process (the
+default); ``gateway.realtime.redis_store.RedisEphemeralStore`` shares it between gateway
+processes when ``CONFER_REDIS_URL`` is set, with the data model's key names.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+
+
+class EphemeralStore(ABC):
+    """Rate-limit slots and presence sets shared by the gateway processes."""
+
+    @abstractmethod
+    async def allow(self, key: str, interval: float) -> bool:
+        """Take the slot ``key`` for ``interval`` seconds; False while it is still taken."""
+
+    @abstractmethod
+    async def device_online(self, user_id: str, device: str) -> bool:
+        """Record a connected device; True when it is the user's first (the user came online)."""
+
+    @abstractmethod
+    async def device_offline(self, user_id: str, device: str) -> bool:
+        """Forget a device; True when it was the user's last (the user went offline)."""
+
+    async def close(self) -> None:
+        """Release connections; safe to call more than once."""
+        return None
+
+
+class MemoryEphemeralStore(EphemeralStore):
+    """The single-process store: dictionaries, with a monotonic clock for the slots."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, float] = {}
+        self._devices: dict[str, set[str]] = {}
+
+    async def allow(self, key: str, interval: float) -> bool:
+        now = time.monotonic()
+        if self._slots.get(key, 0.0) > now:
+            return False
+        if len(self._slots) > 100_000:  # bound the memory: drop expired slots
+            self._slots = {k: v for k, v in self._slots.items() if v > now}
+        self._slots[key] = now + interval
+        return True
+
+    async def device_online(self, user_id: str, device: str) -> bool:
+        devices = self._devices.setdefault(user_id, set())
+        devices.add(device)
+        return len(devices) == 1
+
+    async def device_offline(self, user_id: str, device: str) -> bool:
+        devices = self._devices.get(user_id)
+        if devices is None:
+            return False
+        devices.discard(device)
+        if devices:
+            return False
+        del self._devices[user_id]
+        return True

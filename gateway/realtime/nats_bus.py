@@ -1,0 +1,92 @@
+"""The event bus over NATS (nats-py): subjects from the data model's "NATS subjects".
+
+- ``user.{user_id}.events``: every frame for a user; each gateway process subscribes to the
+  users with a device connected to it, and only while they are.
+- ``conversation.{conversation_id}.messages``: each new message (``{"type", "data"}``), for
+  listeners such as agent runtimes; the gateway itself does not need it for fan-out.
+
+Core NATS is at-most-once; that is enough because PostgreSQL holds every durable event: a
+device that sees a gap in offsets fills it from the database, and a reconnect replays.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from gateway.realtime.bus import Deliver, EventBus, decode_frame, encode_frame
+from gateway.realtime.subscriber import Frame
+
+log = logging.getLogger(__name__)
+
+
+def user_subject(user_id: str) -> str:
+    """``user.{user_id}.events``."""
+    return f"user.{user_id}.events"
+
+
+def conversation_subject(conversation_id: str) -> str:
+    """``conversation.{conversation_id}.messages``."""
+    return f"conversation.{conversation_id}.messages"
+
+
+class NatsBus(EventBus):
+    """Publishes frames to ``user.{id}.events`` and subscribes per watched user."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._nc: Client | None = None
+        self._deliver: Deliver | None = None
+        self._subscriptions: dict[str, Any] = {}
+
+    async def start(self, deliver: Deliver) -> None:
+        self._deliver = deliver
+        self._nc = await nats.connect(
+            servers=[self.url], name="confer-gateway", max_reconnect_attempts=-1
+        )
+
+    async def close(self) -> None:
+        nc, self._nc = self._nc, None
+        self._subscriptions.clear()
+        if nc is not None and not nc.is_closed:
+            await nc.close()
+
+    def _client(self) -> Client:
+        if self._nc is None:
+            raise RuntimeError("the NATS bus is not started")
+        return self._nc
+
+    async def watch(self, user_id: str) -> None:
+        if user_id in self._subscriptions:
+            return
+        nc = self._client()
+
+        async def on_message(msg: Msg) -> None:
+            try:
+                frame = decode_frame(msg.data)
+            except ValueError:
+                log.warning("dropping a malformed frame on %s", msg.subject)
+                return
+            if self._deliver is not None:
+                self._deliver(user_id, frame)
+
+        self._subscriptions[user_id] = await nc.subscribe(user_subject(user_id), cb=on_message)
+        await nc.flush()  # the server has the subscription before we read the database
+
+    async def unwatch(self, user_id: str) -> None:
+        subscription = self._subscriptions.pop(user_id, None)
+        if subscription is not None and self._nc is not None and not self._nc.is_closed:
+            await subscription.unsubscribe()
+
+    async def publish(self, frames: Sequence[tuple[str, Frame]]) -> None:
+        nc = self._client()
+        for user_id, frame in frames:
+            await nc.publish(user_subject(user_id), encode_frame(frame))
+
+    async def publish_conversation(self, conversation_id: str, text: str) -> None:
+        await self._client().publish(conversation_subject(conversation_id), text.encode())

@@ -1,0 +1,98 @@
+"""One connected device: a bounded queue of frames with a drop policy for slow clients.
+
+Frames are durable events (they carry the user's stream ``offset`` and are stored in
+PostgreSQL, so a dropped connection can replay them), ephemeral events (``typing``,
+``presence``: never stored, dropped first when the client falls behind) and control frames
+(``pong``, ``ping``: tiny, never dropped). When the queue is full of durable events the client
+is too slow: the subscriber is marked ``overflowed`` and the WebSocket is closed with 4008.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FrameKind = Literal["event", "ephemeral", "control"]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A serialised server frame; ``offset`` is set for durable events only, ``delivers``
+    to the id of a message whose ``delivered_at`` is set once a device received the frame."""
+
+    text: str
+    kind: FrameKind = "event"
+    offset: int | None = None
+    delivers: str | None = None
+
+
+def event_frame(event_type: str, offset: int, data_json: str, delivers: str | None = None) -> Frame:
+    """A durable event ``{"type", "offset", "data"}``; ``data_json`` is already JSON text."""
+    text = f'{{"type":{json.dumps(event_type)},"offset":{offset},"data":{data_json}}}'
+    return Frame(text, "event", offset, delivers)
+
+
+def ephemeral_frame(event_type: str, data: Any) -> Frame:
+    """An ephemeral event ``{"type", "data"}`` (typing, presence): no offset, never stored."""
+    return Frame(json.dumps({"type": event_type, "data": data}, separators=(",", ":")), "ephemeral")
+
+
+def control_frame(frame_type: str, data: Any = None) -> Frame:
+    """A control frame such as ``{"type": "pong"}``."""
+    body: dict[str, Any] = {"type": frame_type}
+    if data is not None:
+        body["data"] = data
+    return Frame(json.dumps(body, separators=(",", ":")), "control")
+
+
+class Subscriber:
+    """A device of ``user_id``: at most ``maxsize`` queued frames; ``offer`` never blocks.
+
+    Ephemeral frames are only queued while the queue is under half full, and one is evicted
+    to make room for a durable frame; with no ephemeral frame to evict, the subscriber
+    overflows. ``dropped`` counts the ephemeral frames lost that way.
+    """
+
+    def __init__(self, user_id: str, maxsize: int) -> None:
+        self.user_id = user_id
+        self.maxsize = max(2, maxsize)
+        self.overflowed = asyncio.Event()
+        self.dropped = 0
+        self._frames: deque[Frame] = deque()
+        self._ready = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def offer(self, frame: Frame) -> bool:
+        """Queue ``frame`` if the policy allows; returns whether it was queued."""
+        if self.overflowed.is_set():
+            return False
+        if frame.kind == "ephemeral" and len(self._frames) >= self.maxsize // 2:
+            self.dropped += 1
+            return False
+        if frame.kind == "event" and len(self._frames) >= self.maxsize:
+            if not self._evict_ephemeral():
+                self.overflowed.set()
+                return False
+        self._frames.append(frame)
+        self._ready.set()
+        return True
+
+    def _evict_ephemeral(self) -> bool:
+        for index, queued in enumerate(self._frames):
+            if queued.kind == "ephemeral":
+                del self._frames[index]
+                self.dropped += 1
+                return True
+        return False
+
+    async def get(self) -> Frame:
+        """The next queued frame, waiting until there is one."""
+        while not self._frames:
+            self._ready.clear()
+            await self._ready.wait()
+        return self._frames.popleft()

@@ -1,0 +1,87 @@
+"""One message: read, edit, delete; threads; read receipts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from gateway.deps import Current, State
+from gateway.routes.conversations import _ERRORS, checked_id
+from gateway.services import messages as service
+from models.api import MembershipPublic, MessageDetail, MessageUpdate, ReadCreate, ThreadPage
+
+router = APIRouter(tags=["conversations"])
+
+_MESSAGE = "/v1/conversations/{conversation_id}/messages/{message_id}"
+
+
+@router.get(_MESSAGE, summary="One message with its versions", responses=_ERRORS)
+async def get_message(
+    conversation_id: str, message_id: str, current: Current, state: State
+) -> MessageDetail:
+    """A visible message, its current ``version``, receipts and previous versions."""
+    return await service.get_message(
+        state.pool, current.user, checked_id(conversation_id), checked_id(message_id)
+    )
+
+
+@router.patch(_MESSAGE, summary="Edit your message", responses=_ERRORS)
+async def edit_message(
+    conversation_id: str, message_id: str, data: MessageUpdate, current: Current, state: State
+) -> MessageDetail:
+    """Replace the content; 409 ``edit_conflict`` when ``version`` is not the current one."""
+    return await service.edit_message(
+        state.pool,
+        state.hub,
+        current.user,
+        checked_id(conversation_id),
+        checked_id(message_id),
+        data,
+    )
+
+
+@router.delete(_MESSAGE, status_code=204, summary="Delete your message", responses=_ERRORS)
+async def delete_message(
+    conversation_id: str, message_id: str, current: Current, state: State
+) -> Response:
+    """Soft-delete: the content disappears from every read path; a tombstone event is sent."""
+    await service.delete_message(
+        state.pool, state.hub, current.user, checked_id(conversation_id), checked_id(message_id)
+    )
+    return Response(status_code=204)
+
+
+@router.get(_MESSAGE + "/thread", summary="The thread of a message", responses=_ERRORS)
+async def list_thread(
+    conversation_id: str,
+    message_id: str,
+    current: Current,
+    state: State,
+    after: Annotated[str | None, Query(description="Return replies after this id")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> ThreadPage:
+    """The root and its replies oldest first; follow ``next_after`` for more."""
+    if after is not None:
+        checked_id(after)
+    items, next_after = await service.list_thread(
+        state.pool,
+        current.user,
+        checked_id(conversation_id),
+        checked_id(message_id),
+        after=after,
+        limit=limit,
+    )
+    return ThreadPage(items=items, next_after=next_after)
+
+
+@router.post(
+    "/v1/conversations/{conversation_id}/read", summary="Mark messages read", responses=_ERRORS
+)
+async def mark_read(
+    conversation_id: str, data: ReadCreate, current: Current, state: State
+) -> MembershipPublic:
+    """Everything up to ``message_id`` is read; returns your membership with ``unread``."""
+    return await service.mark_read(
+        state.pool, state.hub, current.user, checked_id(conversation_id), data
+    )

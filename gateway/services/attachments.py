@@ -1,0 +1,69 @@
+"""Attachments: streamed upload (size cap, SHA-256), linking to a ``file`` message, and
+download for the uploader (until attached) or the participants of the message's conversation."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from gateway.errors import AttachmentNotFoundError, ValidationFailedError
+from gateway.ids import new_id
+from gateway.services.content import check_text
+from gateway.storage import AttachmentStorage, ReadChunk
+from gateway.store import attachments as attachments_store
+from models import AttachmentRow, User
+
+
+async def upload(
+    pool: asyncpg.Pool,
+    storage: AttachmentStorage,
+    user: User,
+    *,
+    filename: str,
+    content_type: str | None,
+    read: ReadChunk,
+    max_bytes: int,
+) -> AttachmentRow:
+    """Store an upload and record it. Raises PayloadTooLargeError (413) over ``max_bytes`` and
+    ValidationFailedError (422) for an unusable file name."""
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    if not name or len(name) > 255:
+        raise ValidationFailedError("the file needs a name of 1 to 255 characters")
+    check_text(name, "filename")
+    attachment_id = new_id()
+    size, sha256, url = await storage.save(attachment_id, read, max_bytes=max_bytes)
+    try:
+        async with pool.acquire() as conn:
+            return await attachments_store.insert_attachment(
+                conn,
+                id=attachment_id,
+                user_id=user.id,
+                filename=name,
+                content_type=(content_type or "application/octet-stream")[:128],
+                size_bytes=size,
+                storage_url=url,
+                sha256=sha256,
+            )
+    except BaseException:
+        await storage.delete(url)
+        raise
+
+
+async def link_to_message(
+    conn: asyncpg.Connection, *, attachment_id: str, user: User, message_id: str
+) -> None:
+    """Attach the caller's upload to their ``file`` message (inside its transaction)."""
+    if not await attachments_store.attach_to_message(
+        conn, attachment_id=attachment_id, user_id=user.id, message_id=message_id
+    ):
+        raise ValidationFailedError("attachment_id is not an unattached upload of yours")
+
+
+async def get_for_download(pool: asyncpg.Pool, user: User, attachment_id: str) -> AttachmentRow:
+    """The attachment if the caller may download it; AttachmentNotFoundError (404) otherwise."""
+    async with pool.acquire() as conn:
+        row = await attachments_store.get_visible_attachment(
+            conn, attachment_id=attachment_id, user_id=user.id
+        )
+    if row is None:
+        raise AttachmentNotFoundError(f"no attachment {attachment_id}")
+    return row

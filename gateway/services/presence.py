@@ -1,0 +1,40 @@
+"""Coarse presence: a user is online while at least one device is connected anywhere.
+
+Only the transitions are announced — the first device connecting, the last one leaving —
+as an ephemeral ``presence`` event to the users who share a direct conversation with the user
+(not to every group member: presence is the largest load of chat servers, so it stays coarse). The
+device set lives in the hub's ephemeral store (memory, or Redis ``presence:{user_id}``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.state import AppState
+from gateway.store import conversations as conv_store
+from models import User
+
+log = logging.getLogger(__name__)
+
+PRESENCE = "presence"
+
+
+async def _announce(state: AppState, user: User, status: str) -> None:
+    async with state.pool.acquire() as conn:
+        audience = await conv_store.list_co_participant_user_ids(conn, user_id=user.id)
+    await state.hub.emit_ephemeral(audience, PRESENCE, {"user_id": user.id, "status": status})
+
+
+async def device_connected(state: AppState, user: User, device: str) -> None:
+    """Record ``device``; announce ``online`` when it is the user's first."""
+    if await state.hub.ephemeral.device_online(user.id, device):
+        await _announce(state, user, "online")
+
+
+async def device_disconnected(state: AppState, user: User, device: str) -> None:
+    """Forget ``device``; announce ``offline`` when it was the user's last. Never raises."""
+    try:
+        if await state.hub.ephemeral.device_offline(user.id, device):
+            await _announce(state, user, "offline")
+    except Exception:  # shutting down: the pool or the bus may already be closed
+        log.warning("presence update for %s failed", user.id, exc_info=True)

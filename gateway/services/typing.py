@@ -1,0 +1,53 @@
+"""Client frames other than ping/pong: ``typing`` — coarse, rate limited, never stored.
+
+A ``{"type": "typing", "conversation_id": …}`` frame from a participant becomes an ephemeral
+``typing`` event for the conversation's other local users, at most once per
+``typing_interval_seconds`` per user and conversation (extra frames are ignored).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.ids import is_ulid
+from gateway.state import AppState
+from gateway.store import conversations as conv_store
+from models import User
+
+TYPING = "typing"
+TYPING_EXPIRES_SECONDS = 6
+
+
+async def handle_client_frame(state: AppState, user: User, frame: dict[str, Any]) -> bool:
+    """Act on one client frame; returns False when its ``type`` is not supported."""
+    if frame.get("type") != TYPING:
+        return False
+    conversation_id = frame.get("conversation_id")
+    if not isinstance(conversation_id, str) or not is_ulid(conversation_id):
+        return True  # malformed typing hints are ignored, not worth a disconnect
+    await send_typing(state, user, conversation_id)
+    return True
+
+
+async def send_typing(state: AppState, user: User, conversation_id: str) -> bool:
+    """Tell the conversation's other users that ``user`` is typing; False when rate limited
+    or when the user is not a participant (nothing is sent then)."""
+    key = f"typing:{conversation_id}:{user.id}"
+    if not await state.hub.ephemeral.allow(key, state.settings.typing_interval_seconds):
+        return False
+    async with state.pool.acquire() as conn:
+        conversation = await conv_store.get_conversation_for_user(
+            conn, conversation_id=conversation_id, user_id=user.id
+        )
+        if conversation is None:
+            return False
+        participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
+    others = [p["user_id"] for p in participants if p["user_id"] and p["user_id"] != user.id]
+    data = {
+        "conversation_id": conversation_id,
+        "user_id": user.id,
+        "did": user.did,
+        "expires_in": TYPING_EXPIRES_SECONDS,
+    }
+    await state.hub.emit_ephemeral(others, TYPING, data)
+    return True

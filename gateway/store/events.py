@@ -1,0 +1,105 @@
+"""``user_streams`` and ``user_events`` rows (migration 0004): each user's ordered event stream.
+
+Offsets are per user, start at 1 and have no gaps: appending bumps ``user_streams.head`` under
+its row lock, so two transactions that write to the same user commit in offset order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+
+@dataclass(frozen=True)
+class StreamHead:
+    """Where a user's stream stands: its ``epoch`` and the last offset written (0 = none)."""
+
+    epoch: str
+    head: int
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One event of a user's stream: offset, type and its ``data`` as JSON text."""
+
+    seq: int
+    type: str
+    data: str
+
+
+async def ensure_streams(conn: asyncpg.Connection, *, user_ids: list[str]) -> None:
+    """Create the missing streams of ``user_ids`` (a new random epoch each, head 0)."""
+    await conn.execute(
+        """INSERT INTO user_streams (user_id, epoch)
+           SELECT u, gen_random_uuid()::text FROM unnest($1::text[]) AS t(u)
+           WHERE NOT EXISTS (SELECT 1 FROM user_streams s WHERE s.user_id = t.u)
+           ORDER BY u
+           ON CONFLICT (user_id) DO NOTHING""",
+        user_ids,
+    )
+
+
+async def append_events(
+    conn: asyncpg.Connection, *, user_ids: list[str], type: str, data: str
+) -> list[tuple[str, int]]:
+    """Append one event (``data`` is JSON text) to each user's stream; returns (user_id, seq).
+
+    Rows are locked in user-id order, so concurrent fan-outs to overlapping groups never
+    deadlock. Call ``ensure_streams`` first in the same transaction.
+    """
+    records = await conn.fetch(
+        """WITH locked AS (
+             SELECT user_id FROM user_streams WHERE user_id = ANY($1::text[])
+             ORDER BY user_id FOR UPDATE
+           ), bumped AS (
+             UPDATE user_streams s SET head = s.head + 1 FROM locked
+             WHERE s.user_id = locked.user_id
+             RETURNING s.user_id, s.head
+           )
+           INSERT INTO user_events (user_id, seq, type, data_json)
+           SELECT user_id, head, $2, $3::text::jsonb FROM bumped
+           RETURNING user_id, seq""",
+        user_ids,
+        type,
+        data,
+    )
+    return [(r["user_id"], r["seq"]) for r in records]
+
+
+async def get_stream_head(conn: asyncpg.Connection, *, user_id: str) -> StreamHead:
+    """The user's epoch and head, creating the stream when the user has none yet."""
+    await ensure_streams(conn, user_ids=[user_id])
+    record = await conn.fetchrow("SELECT epoch, head FROM user_streams WHERE user_id = $1", user_id)
+    assert record is not None
+    return StreamHead(epoch=record["epoch"], head=record["head"])
+
+
+async def list_events(
+    conn: asyncpg.Connection, *, user_id: str, after: int, upto: int, limit: int
+) -> list[StoredEvent]:
+    """Stored events with ``after < seq <= upto``, oldest first, at most ``limit``."""
+    records = await conn.fetch(
+        """SELECT seq, type, data_json::text AS data FROM user_events
+           WHERE user_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4""",
+        user_id,
+        after,
+        upto,
+        limit,
+    )
+    return [StoredEvent(r["seq"], r["type"], r["data"]) for r in records]
+
+
+async def delete_old_events(conn: asyncpg.Connection, *, before: datetime, keep: int) -> int:
+    """Trim the replay window: drop events older than ``before`` or beyond the last ``keep``.
+
+    Returns the number of rows deleted.
+    """
+    status = await conn.execute(
+        """DELETE FROM user_events e USING user_streams s
+           WHERE e.user_id = s.user_id AND (e.created_at < $1 OR e.seq <= s.head - $2)""",
+        before,
+        keep,
+    )
+    return int(status.split()[-1])

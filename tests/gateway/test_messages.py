@@ -1,0 +1,338 @@
+"""Messages over real HTTP/WS and PostgreSQL: content types, threads, edits, deletes,
+idempotency, receipts and unread counts, ordering, and hostile text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from gateway.store import messages as messages_store
+from tests.gateway.harness import Instance, User, next_event, run_instance
+
+
+@pytest.fixture
+async def instance(database_url: str) -> AsyncIterator[Instance]:
+    async with run_instance(database_url) as running:
+        yield running
+
+
+async def _pair(instance: Instance) -> tuple[User, User, str]:
+    alice = await instance.register("alice")
+    bob = await instance.register("bob")
+    return alice, bob, (await alice.direct_with(bob.did))["id"]
+
+
+async def _post(user: User, cid: str, headers: dict[str, str] | None = None, **body: Any) -> Any:
+    return await user.instance.client.post(
+        f"/v1/conversations/{cid}/messages", json=body, headers={**user.headers, **(headers or {})}
+    )
+
+
+VALID = [
+    {"content_type": "text", "content": "hi", "language": "en"},
+    {"content_type": "code", "content": "print(1)", "content_json": {"language": "python"}},
+    {
+        "content_type": "permission_request",
+        "content_json": {"action": "read", "level": "L2", "scope": {"project": "p"}},
+    },
+    {
+        "content_type": "tool_call",
+        "content_json": {"call_id": "c1", "name": "search", "arguments": {"q": "x"}},
+    },
+    {"content_type": "tool_result", "content_json": {"call_id": "c1", "result": [1, 2]}},
+    {
+        "content_type": "citation",
+        "content": "see",
+        "citations": [{"source": "RFC 9421", "page": 3, "trust_level": "authoritative"}],
+    },
+    {
+        "content_type": "text",
+        "content": "hola",
+        "translation": {"from": "es", "to": "en", "provider": "offline"},
+        "via": "claude-code",
+    },
+]
+
+INVALID = [
+    {  # well formed, but no such upload of the sender
+        "content_type": "file",
+        "content_json": {"attachment_id": "01HZX3Y4Z5A6B7C8D9E0F1G2H3", "filename": "a.txt"},
+    },
+    {"content_type": "text", "content": "x", "content_json": {"a": 1}},
+    {"content_type": "text"},
+    {"content_type": "code", "content_json": {"language": "python"}},
+    {"content_type": "permission_request", "content_json": {"action": "read", "level": "L9"}},
+    {"content_type": "tool_call", "content_json": {"name": "search"}},
+    {"content_type": "tool_result", "content_json": {"result": 1}},
+    {"content_type": "file", "content_json": {"attachment_id": "nope", "filename": "a"}},
+    {"content_type": "citation", "content": "see"},
+    {"content_type": "system_notice", "content": "I am the server"},
+    {"content_type": "poem", "content": "x"},
+]
+
+
+async def test_content_types_are_validated(instance: Instance) -> None:
+    alice, _, cid = await _pair(instance)
+    for body in VALID:
+        response = await _post(alice, cid, **body)
+        assert response.status_code == 201, (body, response.text)
+        stored = response.json()
+        for key in ("content_type", "content_json", "citations", "translation", "via"):
+            if key in body:
+                expected = body[key]
+                if key == "citations":
+                    expected = [{"url": None, "passage": None, **c} for c in expected]
+                assert stored[key] == expected, key
+    for body in INVALID:
+        response = await _post(alice, cid, **body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_hostile_text_is_422_never_500(instance: Instance) -> None:
+    alice, _, cid = await _pair(instance)
+    deep: Any = "x"
+    for _ in range(40):
+        deep = [deep]
+    bodies = [
+        '{"content": "a\\u0000b"}',
+        '{"content": "a\\ud800b"}',
+        '{"content_type": "tool_result", "content_json": {"call_id": "c", "result": "\\udfff"}}',
+        json.dumps({"content": "x" * 32_001}),
+        json.dumps(
+            {"content_type": "tool_result", "content_json": {"call_id": "c", "result": deep}}
+        ),
+        '{"content": "x", "language": "\\u0000\\u0000"}',
+        '{"content_type": "tool_result", "content_json": {"call_id": "c", "result": '
+        + "[" * 50_000
+        + "]" * 50_000
+        + "}}",
+    ]
+    for raw in bodies:
+        response = await alice.instance.client.post(
+            f"/v1/conversations/{cid}/messages",
+            content=raw,
+            headers={**alice.headers, "Content-Type": "application/json"},
+        )
+        assert response.status_code == 422, (raw[:80], response.status_code, response.text)
+    async with instance.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 0
+
+
+async def test_threads(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    root = (await _post(alice, cid, content="root")).json()
+    r1 = (await _post(bob, cid, content="r1", in_reply_to=root["id"])).json()
+    r2 = (await _post(alice, cid, content="r2", in_reply_to=r1["id"])).json()
+    await _post(alice, cid, content="elsewhere")
+    assert r2["thread_root"] == root["id"]
+    base = f"/v1/conversations/{cid}/messages"
+    page = (await bob.request("GET", f"{base}/{r2['id']}/thread", params={"limit": 2})).json()
+    assert [m["content"] for m in page["items"]] == ["root", "r1"]
+    rest = await bob.request(
+        "GET", f"{base}/{root['id']}/thread", params={"after": page["next_after"]}
+    )
+    assert [m["content"] for m in rest.json()["items"]] == ["r2"]
+    assert rest.json()["next_after"] is None
+
+
+async def test_edit_keeps_versions_and_refuses_stale_writes(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    sent = (await _post(alice, cid, content="v1")).json()
+    path = f"/v1/conversations/{cid}/messages/{sent['id']}"
+    async with bob.websocket() as ws:
+        first = await alice.request("PATCH", path, json={"version": 1, "content": "v2"})
+        assert first.status_code == 200
+        assert first.json()["version"] == 2 and first.json()["message"]["content"] == "v2"
+        event = await next_event(ws, "message.edited")
+        assert event["data"]["content"] == "v2" and event["data"]["version"] == 2
+    stale = await alice.request("PATCH", path, json={"version": 1, "content": "v2'"})
+    assert stale.status_code == 409 and stale.json()["code"] == "edit_conflict"
+    assert (
+        await bob.request("PATCH", path, json={"version": 2, "content": "x"})
+    ).status_code == 403
+    # Concurrent edits of the same version: exactly one wins.
+    results = await asyncio.gather(
+        *(
+            alice.request("PATCH", path, json={"version": 2, "content": f"race {i}"})
+            for i in range(5)
+        )
+    )
+    assert sorted(r.status_code for r in results) == [200, 409, 409, 409, 409]
+    detail = (await bob.request("GET", path)).json()
+    assert detail["version"] == 3
+    assert [v["content"] for v in detail["previous_versions"]] == ["v1", "v2"]
+
+
+async def test_delete_removes_content_from_every_read_path(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    root = (await _post(alice, cid, content="root")).json()
+    secret = (await _post(alice, cid, content="secret", in_reply_to=root["id"])).json()
+    await alice.request(
+        "PATCH",
+        f"/v1/conversations/{cid}/messages/{secret['id']}",
+        json={"version": 1, "content": "secret2"},
+    )
+    epoch = (await instance.state.hub.head(bob.profile["id"])).epoch
+    path = f"/v1/conversations/{cid}/messages/{secret['id']}"
+    async with bob.websocket() as ws:
+        assert (await alice.request("DELETE", path)).status_code == 204
+        tomb = await next_event(ws, "message.deleted")
+        assert tomb["data"]["id"] == secret["id"] and "content" not in tomb["data"]
+    assert (await bob.request("GET", path)).status_code == 404
+    history = (await bob.request("GET", f"/v1/conversations/{cid}/messages")).json()
+    assert [m["id"] for m in history["items"]] == [root["id"]]
+    thread = (
+        await bob.request("GET", f"/v1/conversations/{cid}/messages/{root['id']}/thread")
+    ).json()
+    assert [m["id"] for m in thread["items"]] == [root["id"]]
+    # Editing after the delete never revives it; deleting twice is a 404.
+    revived = await alice.request("PATCH", path, json={"version": 2, "content": "back"})
+    assert revived.status_code == 404
+    assert (await alice.request("DELETE", path)).status_code == 404
+    # A replay from the start shows no trace of the content.
+    import websockets
+
+    async with websockets.connect(
+        f"{instance.ws_url}?epoch={epoch}&offset=0",
+        subprotocols=["confer.v1", f"bearer.{bob.token}"],
+    ) as ws:
+        frames = []
+        async with asyncio.timeout(5):
+            while len(frames) < 4:
+                frame = json.loads(await ws.recv())
+                if "offset" in frame:
+                    frames.append(frame)
+    assert "secret" not in json.dumps(frames)
+    async with instance.state.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT content, deleted_at FROM messages WHERE id = $1", secret["id"]
+        )
+        assert row["content"] is None and row["deleted_at"] is not None
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM message_versions WHERE message_id = $1", secret["id"]
+            )
+            == 0
+        )
+
+
+async def test_edit_racing_delete_never_revives(instance: Instance) -> None:
+    alice, _, cid = await _pair(instance)
+    for i in range(5):
+        sent = (await _post(alice, cid, content=f"m{i}")).json()
+        path = f"/v1/conversations/{cid}/messages/{sent['id']}"
+        edit, delete = await asyncio.gather(
+            alice.request("PATCH", path, json={"version": 1, "content": "edited"}),
+            alice.request("DELETE", path),
+        )
+        assert delete.status_code == 204 and edit.status_code in (200, 404)
+        async with instance.state.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT content, deleted_at FROM messages WHERE id = $1", sent["id"]
+            )
+        assert row["content"] is None and row["deleted_at"] is not None
+
+
+async def test_idempotency_key(instance: Instance) -> None:
+    alice, _, cid = await _pair(instance)
+    key = {"Idempotency-Key": "send-1"}
+    results = await asyncio.gather(*(_post(alice, cid, key, content="once") for _ in range(5)))
+    assert {r.status_code for r in results} == {201}
+    assert len({r.json()["id"] for r in results}) == 1
+    other = await _post(alice, cid, key, content="different")
+    assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+    async with instance.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM messages") == 1
+
+
+async def test_read_receipts_and_exact_unread_counts(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    sent = await asyncio.gather(*(_post(alice, cid, content=f"m{i}") for i in range(20)))
+    ids = sorted(r.json()["id"] for r in sent)
+    view = (await bob.request("GET", f"/v1/conversations/{cid}")).json()
+    assert view["membership"]["unread"] == 20
+    assert (await alice.request("GET", f"/v1/conversations/{cid}")).json()["membership"][
+        "unread"
+    ] == 0
+    async with alice.websocket() as ws:
+        # Concurrent reads in any order: the position ends at the newest, never moves back.
+        order = [ids[4], ids[11], ids[2], ids[9], ids[7]]
+        results = await asyncio.gather(
+            *(
+                bob.request("POST", f"/v1/conversations/{cid}/read", json={"message_id": m})
+                for m in order
+            )
+        )
+        assert all(r.status_code == 200 and r.json()["unread"] >= 0 for r in results)
+        receipt = await next_event(ws, "receipt")
+        assert receipt["data"]["user_id"] == bob.profile["id"]
+    final = (await bob.request("GET", f"/v1/conversations/{cid}")).json()["membership"]
+    assert final["unread"] == 20 - 12 and final["last_read_at"] is not None
+    back = await bob.request("POST", f"/v1/conversations/{cid}/read", json={"message_id": ids[0]})
+    assert back.json()["unread"] == 8
+    detail = (await alice.request("GET", f"/v1/conversations/{cid}/messages/{ids[11]}")).json()
+    assert [r["user_id"] for r in detail["read_by"]] == [bob.profile["id"]]
+    await alice.request("DELETE", f"/v1/conversations/{cid}/messages/{ids[19]}")
+    assert (await bob.request("GET", f"/v1/conversations/{cid}")).json()["membership"][
+        "unread"
+    ] == 7
+
+
+async def test_server_order_survives_a_clock_step_back(instance: Instance) -> None:
+    alice, _, cid = await _pair(instance)
+    first = (await _post(alice, cid, content="first")).json()
+    # Another process whose clock is an hour behind writes next: its candidate id is older.
+    from ulid import ULID
+
+    old = str(ULID.from_timestamp(ULID.from_str(first["id"]).timestamp - 3600))
+    async with instance.state.pool.acquire() as conn, conn.transaction():
+        late = await messages_store.insert_message(
+            conn,
+            id=old,
+            conversation_id=cid,
+            sender_type="user",
+            sender_id=alice.profile["id"],
+            sender_did=alice.did,
+            content="second",
+        )
+    assert late.id > first["id"]
+    third = (await _post(alice, cid, content="third")).json()
+    assert third["id"] > late.id
+    seen: list[str] = []
+    before = None
+    while True:
+        params: dict[str, Any] = {"limit": 1}
+        if before:
+            params["before"] = before
+        page = (
+            await alice.request("GET", f"/v1/conversations/{cid}/messages", params=params)
+        ).json()
+        seen += [m["content"] for m in page["items"]]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert seen == ["third", "second", "first"]
+
+
+async def test_delivered_at_is_set_when_a_recipient_device_received_it(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    async with alice.websocket() as alice_ws:  # the sender's own device does not count
+        offline = (await _post(alice, cid, content="nobody home")).json()
+        await next_event(alice_ws, "message.created")
+        await asyncio.sleep(0.3)
+    path = f"/v1/conversations/{cid}/messages/"
+    assert (await alice.request("GET", path + offline["id"])).json()["delivered_at"] is None
+    async with bob.websocket() as ws:
+        online = (await _post(alice, cid, content="hello")).json()
+        await next_event(ws, "message.created")
+        for _ in range(100):
+            detail = (await alice.request("GET", path + online["id"])).json()
+            if detail["delivered_at"] is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert detail["delivered_at"] is not None

@@ -1,0 +1,197 @@
+"""Two gateway processes sharing one PostgreSQL, fanning out over the local NATS (and sharing
+presence and rate limits through the local Redis): clients on different processes see each
+other's messages in order, and a device resumes on the other process without a gap."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import nats
+import pytest
+import websockets
+
+from tests.gateway.harness import free_port
+
+NATS_URL = os.environ.get("CONFER_TEST_NATS_URL", "nats://127.0.0.1:4222")
+REDIS_URL = os.environ.get("CONFER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _reachable(url: str) -> bool:
+    host, port = url.split("//", 1)[1].split("/")[0].split(":")
+    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+        return True
+    return False
+
+
+pytestmark = pytest.mark.skipif(
+    not (_reachable(NATS_URL) and _reachable(REDIS_URL)),
+    reason="needs the local NATS (4222) and Redis (6379); .ci/run starts them",
+)
+
+
+@contextlib.asynccontextmanager
+async def gateway_process(database_url: str, port: int, public_port: int) -> AsyncIterator[str]:
+    """Run ``confer serve`` as its own OS process on 127.0.0.1:``port``."""
+    env = {
+        **os.environ,
+        "CONFER_DATABASE_URL": database_url,
+        "CONFER_PUBLIC_URL": f"http://localhost:{public_port}",
+        "CONFER_HOST": "127.0.0.1",
+        "CONFER_PORT": str(port),
+        "CONFER_MIGRATE_ON_START": "false",
+        "CONFER_NATS_URL": NATS_URL,
+        "CONFER_REDIS_URL": REDIS_URL,
+        "CONFER_ALLOW_HTTP_DIDS": "true",
+        "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
+    }
+    code = "from gateway.cli import app; app()"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        "serve",
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(200):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"{base}/healthz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+            else:
+                raise RuntimeError("the gateway process did not start")
+        yield base
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 10)
+
+
+async def _register(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    response = await client.post(
+        "/v1/auth/register", json={"username": name, "password": "correct horse battery"}
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def _ws(base: str, token: str, query: str = "") -> Any:
+    url = base.replace("http://", "ws://") + "/v1/ws" + query
+    return await websockets.connect(url, subprotocols=["confer.v1", f"bearer.{token}"])  # type: ignore[list-item]
+
+
+async def _messages(ws: Any, count: int) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
+    async with asyncio.timeout(15):
+        while len(frames) < count:
+            frame = json.loads(await ws.recv())
+            if frame["type"] == "message.created":
+                frames.append(frame)
+    return frames
+
+
+async def test_two_processes_share_the_stream_over_nats(database_url: str) -> None:
+    port_a, port_b = free_port(), free_port()
+    async with (
+        gateway_process(database_url, port_a, port_a) as base_a,
+        gateway_process(database_url, port_b, port_a) as base_b,
+        httpx.AsyncClient(base_url=base_a) as a,
+        httpx.AsyncClient(base_url=base_b) as b,
+    ):
+        alice = await _register(a, "alice")
+        bob = await _register(b, "bob")
+        ha = {"Authorization": f"Bearer {alice['access_token']}"}
+        hb = {"Authorization": f"Bearer {bob['access_token']}"}
+        conv = await a.post(
+            "/v1/conversations", json={"participant_did": bob["user"]["did"]}, headers=ha
+        )
+        cid = conv.json()["id"]
+        nc = await nats.connect(NATS_URL)
+        announced: list[str] = []
+        all_announced = asyncio.Event()
+
+        async def on_conversation(msg: Any) -> None:
+            announced.append(json.loads(msg.data)["data"]["id"])
+            if len(announced) >= 20:
+                all_announced.set()
+
+        await nc.subscribe(f"conversation.{cid}.messages", cb=on_conversation)
+        await nc.flush()
+
+        ws_alice = await _ws(base_a, alice["access_token"])
+        ws_bob = await _ws(base_b, bob["access_token"])
+        ready = json.loads(await ws_bob.recv())
+        epoch = ready["data"]["epoch"]
+
+        async def send(client: httpx.AsyncClient, headers: dict[str, str], text: str) -> str:
+            response = await client.post(
+                f"/v1/conversations/{cid}/messages", json={"content": text}, headers=headers
+            )
+            assert response.status_code == 201, response.text
+            return str(response.json()["id"])
+
+        sends = [send(a, ha, f"a{i}") for i in range(10)] + [
+            send(b, hb, f"b{i}") for i in range(10)
+        ]
+        await asyncio.gather(*sends)
+        seen_by_bob = await _messages(ws_bob, 20)
+        seen_by_alice = await _messages(ws_alice, 20)
+        history = (await b.get(f"/v1/conversations/{cid}/messages?limit=50", headers=hb)).json()
+        server_order = [m["id"] for m in reversed(history["items"])]
+        # Both devices, on different processes, saw every message once, in the server order.
+        assert [f["data"]["id"] for f in seen_by_bob] == server_order
+        assert [f["data"]["id"] for f in seen_by_alice] == server_order
+        assert [f["offset"] for f in seen_by_bob] == list(range(1, 21))
+        await asyncio.wait_for(all_announced.wait(), 5)
+        assert sorted(announced) == sorted(server_order)
+
+        # Bob leaves process B; more messages arrive; he resumes on process A.
+        await ws_bob.close()
+        missed = [await send(a, ha, f"late{i}") for i in range(5)]
+        resumed = await _ws(base_a, bob["access_token"], f"?epoch={epoch}&offset=20")
+        assert json.loads(await resumed.recv())["type"] == "ready"
+        replay = await _messages(resumed, 5)
+        assert [f["data"]["id"] for f in replay] == missed
+        assert [f["offset"] for f in replay] == list(range(21, 26))
+        # And live events still reach him there, from process B.
+        last = await send(b, hb, "from b")
+        assert (await _messages(resumed, 1))[0]["data"]["id"] == last
+        for ws in (resumed, ws_alice):
+            await ws.close()
+        await nc.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_ephemeral_store_slots_and_presence_transitions(backend: str) -> None:
+    from gateway.ids import new_id
+    from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
+    from gateway.realtime.redis_store import RedisEphemeralStore
+
+    store: EphemeralStore = (
+        RedisEphemeralStore(REDIS_URL) if backend == "redis" else MemoryEphemeralStore()
+    )
+    user, key = new_id(), f"test:{new_id()}"
+    try:
+        slots = await asyncio.gather(*(store.allow(key, 0.3) for _ in range(10)))
+        assert slots.count(True) == 1
+        await asyncio.sleep(0.35)
+        assert await store.allow(key, 0.3)
+        online = await asyncio.gather(*(store.device_online(user, f"d{i}") for i in range(10)))
+        assert online.count(True) == 1
+        offline = await asyncio.gather(*(store.device_offline(user, f"d{i}") for i in range(10)))
+        assert offline.count(True) == 1
+        assert not await store.device_offline(user, "d0")
+    finally:
+        await store.close()

@@ -1,0 +1,123 @@
+"""The threads archive and attachments over real HTTP and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.harness import Instance, User, run_instance
+
+
+@pytest.fixture
+async def instance(database_url: str, tmp_path: Path) -> AsyncIterator[Instance]:
+    async with run_instance(
+        database_url, attachments_dir=tmp_path / "files", attachment_max_bytes=3 * 1024 * 1024
+    ) as running:
+        yield running
+
+
+async def _pair(instance: Instance) -> tuple[User, User, str]:
+    alice = await instance.register("alice")
+    bob = await instance.register("bob")
+    return alice, bob, (await alice.direct_with(bob.did))["id"]
+
+
+async def test_threads_archive(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    root = await alice.send(cid, "Should we use NATS?")
+    reply = await bob.request(
+        "POST",
+        f"/v1/conversations/{cid}/messages",
+        json={"content": "Yes", "in_reply_to": root["id"]},
+    )
+    base = f"/v1/conversations/{cid}/threads"
+    made = await bob.request(
+        "POST",
+        base,
+        json={
+            "root_message_id": reply.json()["id"],
+            "title": "Bus",
+            "summary": "NATS",
+            "tags": ["adr"],
+        },
+    )
+    assert made.status_code == 201, made.text
+    thread = made.json()
+    assert thread["root_message_id"] == root["id"] and thread["tags"] == ["adr"]
+    assert thread["participants_json"] == [alice.did, bob.did]
+    again = await alice.request("POST", base, json={"root_message_id": root["id"]})
+    assert again.status_code == 409 and again.json()["code"] == "thread_exists"
+    closed = await alice.request(
+        "PATCH", f"{base}/{thread['id']}", json={"closed": True, "title": "Bus (done)"}
+    )
+    assert closed.json()["closed_at"] is not None and closed.json()["title"] == "Bus (done)"
+    assert [t["id"] for t in (await bob.request("GET", base)).json()] == [thread["id"]]
+    assert (await bob.request("GET", base, params={"open_only": True})).json() == []
+    bad = await alice.request("PATCH", f"{base}/{thread['id']}", json={"summary": "a\u0000b"})
+    assert bad.status_code == 422
+    eve = await instance.register("eve")
+    assert (await eve.request("GET", base)).status_code == 404
+    assert (
+        await eve.request("POST", base, json={"root_message_id": root["id"]})
+    ).status_code == 404
+
+
+async def test_attachments_upload_send_download(instance: Instance) -> None:
+    alice, bob, cid = await _pair(instance)
+    eve = await instance.register("eve")
+    data = os.urandom(1_500_000)
+    upload = await alice.request(
+        "POST", "/v1/attachments", files={"file": ("../../etc/report.bin", data, "application/pdf")}
+    )
+    assert upload.status_code == 201, upload.text
+    meta = upload.json()
+    assert meta["sha256"] == hashlib.sha256(data).hexdigest()
+    assert meta["size_bytes"] == len(data) and meta["filename"] == "report.bin"
+    path = f"/v1/attachments/{meta['id']}"
+    assert (await bob.request("GET", path)).status_code == 404  # not attached yet
+    mine = await alice.request("GET", path)
+    assert mine.status_code == 200 and mine.content == data
+
+    body = {
+        "content_type": "file",
+        "content_json": {"attachment_id": meta["id"], "filename": "report.bin"},
+    }
+    sent = await alice.request("POST", f"/v1/conversations/{cid}/messages", json=body)
+    assert sent.status_code == 201, sent.text
+    got = await bob.request("GET", path)
+    assert got.status_code == 200 and got.content == data
+    assert got.headers["content-type"] == "application/pdf"
+    assert (await eve.request("GET", path)).status_code == 404
+    reuse = await alice.request("POST", f"/v1/conversations/{cid}/messages", json=body)
+    assert reuse.status_code == 422
+    stolen = await eve.request("POST", "/v1/conversations", json={"participant_did": alice.did})
+    body_eve = {
+        "content_type": "file",
+        "content_json": {"attachment_id": meta["id"], "filename": "x"},
+    }
+    r = await eve.request(
+        "POST", f"/v1/conversations/{stolen.json()['id']}/messages", json=body_eve
+    )
+    assert r.status_code == 422
+    # Deleting the message takes the file out of reach.
+    await alice.request("DELETE", f"/v1/conversations/{cid}/messages/{sent.json()['id']}")
+    assert (await bob.request("GET", path)).status_code == 404
+
+
+async def test_attachment_size_cap(instance: Instance) -> None:
+    alice, _, _ = await _pair(instance)
+    big = await alice.request(
+        "POST", "/v1/attachments", files={"file": ("big.bin", b"x" * (3 * 1024 * 1024 + 1))}
+    )
+    assert big.status_code == 413 and big.json()["code"] == "payload_too_large"
+    folder = Path(instance.settings.attachments_dir or "")
+    assert await asyncio.to_thread(lambda: list(folder.glob("*"))) == []
+    async with instance.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM attachments") == 0
+    empty_name = await alice.request("POST", "/v1/attachments", files={"file": ("", b"abc")})
+    assert empty_name.status_code == 422
