@@ -51,7 +51,7 @@ from gateway.services.encryption import Keyring
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
-from gateway.services.peers import PeerDirectory
+from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.workers.consent import run_sweeper
@@ -120,6 +120,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     clock,
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
+                    local=LocalDocuments(pool, identity),
                 ),
                 hub=hub,
                 context=context,

@@ -22,8 +22,16 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from a2a.digest import verify_content_digest
 from a2a.errors import A2AError, SignatureMalformedError
-from a2a.signatures import SignatureInput, parse_signature, verify_request
+from a2a.signatures import (
+    DEFAULT_COMPONENTS,
+    SignatureInput,
+    check_signature_params,
+    field_lines,
+    parse_signature,
+    verify_request,
+)
 from did.errors import DIDError
 from gateway.deps import State
 from gateway.errors import FederationAuthError
@@ -60,8 +68,22 @@ async def _check(
     parsed = parse_signature(request.headers)
     if not parsed.nonce:
         raise SignatureMalformedError("a nonce is required (RFC 9421 §7.2.2)")
-    peer, key = await state.peers.authentication_key(parsed.keyid)
     settings = state.settings
+    now = int(state.clock.time())
+    # Everything that needs no key first: a stale, incomplete or body-mismatched request must
+    # not make us fetch a DID document that a stranger chose.
+    check_signature_params(
+        parsed,
+        now=now,
+        required_components=DEFAULT_COMPONENTS,
+        max_age=settings.signature_max_age_seconds,
+        clock_skew=settings.signature_clock_skew_seconds,
+        require_expires=True,
+    )
+    if "content-digest" in parsed.components:
+        lines = field_lines(request.headers, "content-digest")
+        verify_content_digest(", ".join(lines) if lines else None, body)
+    peer, key = await state.peers.authentication_key(parsed.keyid)
     verify_request(
         parsed,
         method=request.method,
@@ -69,7 +91,7 @@ async def _check(
         headers=request.headers,
         body=body,
         public_key=key,
-        now=int(state.clock.time()),
+        now=now,
         max_age=settings.signature_max_age_seconds,
         clock_skew=settings.signature_clock_skew_seconds,
     )

@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     ws_replay_max_age_seconds: int = Field(
         default=7 * 24 * 3600, description="Stored events older than this are trimmed."
     )
+    ws_session_check_seconds: float = Field(
+        default=10.0, gt=0, description="How often a WebSocket re-checks its device session."
+    )
     ws_ping_interval_seconds: float = 25.0
     ws_ping_timeout_seconds: float = 20.0
     ws_allowed_origins: list[str] = Field(

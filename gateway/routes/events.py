@@ -12,6 +12,7 @@ handshake gets HTTP 403). The whole protocol, with every frame and close code, i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -126,7 +127,24 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
     device = new_id()
     await presence.device_connected(state, auth.user, device)
+    ready = {"user_id": auth.user.id, "did": auth.user.did}
+    running = asyncio.create_task(session.run(ready, resume))
+    watchdog = asyncio.create_task(_watch_session(websocket, state, auth))
     try:
-        await session.run({"user_id": auth.user.id, "did": auth.user.did}, resume)
+        await asyncio.wait((running, watchdog), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for task in (running, watchdog):
+            task.cancel()
+        await asyncio.gather(running, watchdog, return_exceptions=True)
         await presence.device_disconnected(state, auth.user, device)
+
+
+async def _watch_session(websocket: WebSocket, state: AppState, auth: Authenticated) -> None:
+    """Close the socket with 4001 once its device session has ended (logout, revocation,
+    expiry, a disabled or deleted account): checked every ``ws_session_check_seconds``."""
+    while True:
+        await asyncio.sleep(state.settings.ws_session_check_seconds)
+        if not await state.accounts.session_alive(auth):
+            with contextlib.suppress(Exception):
+                await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="session ended")
+            return

@@ -260,6 +260,16 @@ class Accounts:
             await sessions_store.touch_session(conn, id=session.id, now=now)
         return Authenticated(user, session.id)
 
+    async def session_alive(self, auth: Authenticated) -> bool:
+        """True while ``auth``'s device session is live and its user neither deleted nor
+        disabled (a WebSocket checks this periodically)."""
+        async with self._pool.acquire() as conn:
+            session = await sessions_store.get_live_session(
+                conn, id=auth.session_id, user_id=auth.user.id, now=self._clock.now()
+            )
+            user = await users_store.get_user(conn, id=auth.user.id) if session else None
+        return session is not None and user is not None and user.deleted_at is None
+
     async def logout(self, auth: Authenticated, *, ip: str | None) -> None:
         """End the caller's device session; its tokens stop working at once."""
         async with self._pool.acquire() as conn, conn.transaction():

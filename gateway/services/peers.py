@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from did.document import DIDDocument
-from did.errors import DIDDocumentError, DIDError, DIDKeyError
+from did.document import DIDDocument, parse_did_document
+from did.errors import DIDDocumentError, DIDError, DIDKeyError, DIDResolutionError
 from did.keys import ed25519_public_to_jwk, jwk_to_ed25519_public
-from did.resolver import DIDResolver
+from did.resolver import DIDResolver, ResolvedDocument
 from did.web import did_to_url, split_did_url
 from gateway.clock import Clock
-from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE
+from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
 from gateway.store import peers as peers_store
+from gateway.store import users as users_store
 from models import PeerAgentRow
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,42 @@ def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {}
 
 
+class LocalDocuments:
+    """DID documents of this instance's own users and agents, built without any network call.
+
+    A local user is a peer like any other (a contact, a conversation participant), but fetching
+    our own documents over HTTP would be wasteful and, behind the SSRF rules, impossible on a
+    loopback development instance.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, identity: Identity) -> None:
+        self._pool = pool
+        self._identity = identity
+
+    async def resolve(self, did: str) -> ResolvedDocument | None:
+        """The document of a local DID (``url`` = its A2A endpoint); None for foreign DIDs.
+
+        Raises DIDResolutionError for a local DID that names no existing user or agent.
+        """
+        identity = self._identity
+        subject = identity.local_subject(did)
+        if subject is None:
+            return None
+        kind, name = subject
+        async with self._pool.acquire() as conn:
+            if kind == "users":
+                found = await users_store.get_user_by_username(conn, username=name)
+            else:
+                found = await users_store.get_agent(conn, id=name)
+        if found is None or found.did != did:
+            raise DIDResolutionError(f"{did}: no such {kind[:-1]} on this instance")
+        endpoint = identity.endpoint_for(kind, name)
+        document = parse_did_document(
+            identity.did_document(did, endpoint=endpoint), expected_did=did
+        )
+        return ResolvedDocument(document=document, etag=None, not_modified=False, url=endpoint)
+
+
 class PeerDirectory:
     """Resolves peer DIDs through the ``peer_agents`` cache. One per process."""
 
@@ -87,8 +124,10 @@ class PeerDirectory:
         ttl: int = 60,
         refetch_interval: int = 10,
         allow_http: bool = False,
+        local: LocalDocuments | None = None,
     ) -> None:
         self._pool = pool
+        self._local = local
         self._resolver = resolver
         self._clock = clock
         self._ttl = timedelta(seconds=ttl)
@@ -117,6 +156,9 @@ class PeerDirectory:
 
     async def _fetch(self, did: str, cached: PeerAgentRow | None) -> PeerAgentRow:
         now = self._clock.now()
+        local = await self._local.resolve(did) if self._local else None
+        if local is not None:  # one of ours: no network, and our own endpoint by definition
+            return await self._store(did, cached, local, local.url, {}, now)
         result = await self._resolver.resolve(did, etag=cached.etag if cached else None)
         async with self._pool.acquire() as conn:
             if result.not_modified and cached is not None:
@@ -129,14 +171,26 @@ class PeerDirectory:
         facts = await self._agent_facts(did, document)
         if facts is None:
             facts = cached.agent_facts_json if cached else {}
-        label = facts.get("label") if isinstance(facts, dict) else None
+        return await self._store(did, cached, result, endpoint, facts, now)
+
+    async def _store(
+        self,
+        did: str,
+        cached: PeerAgentRow | None,
+        result: ResolvedDocument,
+        endpoint: str,
+        facts: dict[str, Any],
+        now: datetime,
+    ) -> PeerAgentRow:
+        assert result.document is not None
+        label = facts.get("label")
         async with self._pool.acquire() as conn:
             return await peers_store.upsert_peer(
                 conn,
                 did=did,
                 name=label[:128] if isinstance(label, str) else (cached.name if cached else None),
                 endpoint=endpoint,
-                public_key_json=_authentication_keys(document),
+                public_key_json=_authentication_keys(result.document),
                 agent_facts_json=facts,
                 etag=result.etag,
                 fetched_at=now,

@@ -79,3 +79,18 @@ async def test_nul_characters_are_422_never_500(database_url: str) -> None:
                 "SELECT count(*) FROM audit_log WHERE action = 'federation.inbound.rejected'"
             )
         assert rejected == 1
+
+
+async def test_local_users_become_contacts_without_any_network(database_url: str) -> None:
+    strict = {"allow_http_dids": False, "allow_private_networks": False}
+    async with run_instance(database_url, **strict) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        response = await alice.request("POST", "/v1/contacts", json={"did": bob.did})
+        assert response.status_code == 201, response.text
+        assert response.json()["endpoint"] == f"{instance.base_url}/users/bob/a2a"
+        ghost = await alice.request(
+            "POST", "/v1/contacts", json={"did": f"{instance.did}:users:ghost"}
+        )
+        assert ghost.status_code == 422
+        assert ghost.json()["code"] == "did_unresolvable"

@@ -238,3 +238,15 @@ async def test_unknown_recipient_is_404(setup) -> None:
     )
     assert response.status_code == 404
     assert response.json()["code"] == "recipient_not_found"
+
+
+async def test_cheap_checks_run_before_any_did_fetch(setup) -> None:
+    b, _, peer = setup
+    for attack, code in (
+        (_expired, "signature_expired"),
+        (_tamper_body, "content_digest_mismatch"),
+    ):
+        body, headers = attack(peer, endpoint(b))
+        response = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+        assert response.json()["code"] == code
+    assert peer.fetches == 0  # the stranger's DID document was never requested
