@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     encryption_keys: str | None = Field(
         default=None,
         description="AES-256 keys for stored LLM keys: 'kid:base64url(32 bytes)', comma-"
-        "separated, the first one encrypts new data (docs/llm-keys.md).",
+        "separated, the first one encrypts new data (docs/accounts.md).",
     )
     rate_limit_prefix: str = "confer"
     rate_limit_login_ip: str = "30/minute;300/hour"

@@ -251,6 +251,9 @@ class ParticipantPublic(ConferModel):
     role: str | None = None
     id: Ulid | None = None
     joined_at: Timestamp | None = None
+    deleted: bool = Field(
+        default=False, description="The account was deleted; its messages remain."
+    )
 
 
 class MembershipPublic(ConferModel):

@@ -117,6 +117,7 @@ async def conversation_public(
                 role=r["role"],
                 id=r["id"],
                 joined_at=r["joined_at"],
+                deleted=r["deleted"],
             )
             for r in rows
         ],

@@ -76,6 +76,9 @@ def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {}
 
 
+MAX_REMEMBERED_FAILURES = 10_000
+
+
 class LocalDocuments:
     """DID documents of this instance's own users and agents, built without any network call.
 
@@ -125,9 +128,12 @@ class PeerDirectory:
         refetch_interval: int = 10,
         allow_http: bool = False,
         local: LocalDocuments | None = None,
+        failure_ttl: int = 10,
     ) -> None:
         self._pool = pool
         self._local = local
+        self._failure_ttl = timedelta(seconds=failure_ttl)
+        self._failures: dict[str, tuple[datetime, DIDError]] = {}
         self._resolver = resolver
         self._clock = clock
         self._ttl = timedelta(seconds=ttl)
@@ -152,7 +158,36 @@ class PeerDirectory:
                 fresh = await peers_store.get_peer_by_did(conn, did=did)
             if fresh and (cached is None or fresh.fetched_at > cached.fetched_at):
                 return fresh  # another request refreshed it while we waited
-            return await self._fetch(did, fresh)
+            self._raise_recent_failure(did)
+            try:
+                return await self._fetch(did, fresh)
+            except DIDError as exc:
+                self._remember_failure(did, exc)
+                raise
+
+    def _remember_failure(self, did: str, error: DIDError) -> None:
+        now = self._clock.now()
+        if len(self._failures) >= MAX_REMEMBERED_FAILURES:  # bounded under a flood of DIDs
+            self._failures = {
+                d: f for d, f in self._failures.items() if now - f[0] < self._failure_ttl
+            }
+            if len(self._failures) >= MAX_REMEMBERED_FAILURES:
+                self._failures.clear()
+        self._failures[did] = (now, error)
+
+    def _raise_recent_failure(self, did: str) -> None:
+        """Re-raise a lookup of ``did`` that failed less than ``failure_ttl`` ago.
+
+        Failed lookups are cached briefly so that a flood of requests naming an unreachable or
+        slow DID costs one fetch, not one each.
+        """
+        failure = self._failures.get(did)
+        if failure is None:
+            return
+        when, error = failure
+        if self._clock.now() - when < self._failure_ttl:
+            raise error
+        del self._failures[did]
 
     async def _fetch(self, did: str, cached: PeerAgentRow | None) -> PeerAgentRow:
         now = self._clock.now()

@@ -109,16 +109,19 @@ async def list_conversations_for_user(
 async def list_participants(
     conn: asyncpg.Connection, *, conversation_id: str
 ) -> list[dict[str, Any]]:
-    """Participants with their DID, display name and (for peers) A2A endpoint, by join order."""
+    """Participants with their DID, display name, (for peers) A2A endpoint and whether the
+    account behind them was deleted, by join order."""
     records = await conn.fetch(
         """SELECT p.id, p.participant_type, p.user_id, p.agent_id, p.peer_id, p.role,
                   p.joined_at,
                   COALESCE(u.did, a.did, pa.did) AS did,
                   COALESCE(u.display_name, u.username, a.name, pa.name) AS name,
-                  pa.endpoint AS endpoint
+                  pa.endpoint AS endpoint,
+                  COALESCE(u.deleted_at, au.deleted_at) IS NOT NULL AS deleted
            FROM conversation_participants p
            LEFT JOIN users u ON u.id = p.user_id
            LEFT JOIN agents a ON a.id = p.agent_id
+           LEFT JOIN users au ON au.id = a.user_id
            LEFT JOIN peer_agents pa ON pa.id = p.peer_id
            WHERE p.conversation_id = $1 ORDER BY p.id""",
         conversation_id,

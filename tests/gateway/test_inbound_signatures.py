@@ -250,3 +250,26 @@ async def test_cheap_checks_run_before_any_did_fetch(setup) -> None:
         response = await b.client.post("/users/bob/a2a", content=body, headers=headers)
         assert response.json()["code"] == code
     assert peer.fetches == 0  # the stranger's DID document was never requested
+
+
+async def test_failed_did_lookups_are_cached_briefly(setup) -> None:
+    b, _, peer = setup
+    peer.document = {"id": "did:web:somebody.else"}  # resolves, but fails validation
+    for _ in range(5):
+        body = peer.rpc()
+        headers = peer.signed_headers(endpoint(b), body)
+        response = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["code"] == "did_document_invalid"
+    assert peer.fetches == 1  # one fetch, then the cached failure
+    peer.publish()
+    b.state.clock.offset = 11  # past the failure cache: the fixed document is fetched again
+    try:
+        body = peer.rpc()
+        response = await b.client.post(
+            "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+        )
+    finally:
+        b.state.clock.offset = 0
+    assert response.status_code == 200, response.text
+    assert peer.fetches == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 
 import pytest
@@ -145,7 +146,10 @@ async def test_key_rotation_keeps_old_signatures_valid_until_removed(make_databa
             b.state.clock.offset = 120  # b's cache is stale: it refetches and drops key-1
             try:
                 body = fake.rpc("removed key-1", sender=alice.did, message_id=uuid.uuid4().hex)
-                headers = fake.signed_headers(url, body, keyid=f"{alice.did}#key-1")
+                # Signed "now" as b's shifted clock sees it, so only the key can fail.
+                headers = fake.signed_headers(
+                    url, body, keyid=f"{alice.did}#key-1", created=int(time.time()) + 120
+                )
                 removed = await b.client.post("/users/bob/a2a", content=body, headers=headers)
             finally:
                 b.state.clock.offset = 0

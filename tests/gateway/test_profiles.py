@@ -143,3 +143,16 @@ async def test_messages_of_a_deleted_user_remain(instance: Instance) -> None:
     items = history.json()["items"]
     assert [m["content"] for m in items] == ["bye alice", "hello bob"]
     assert items[0]["sender_did"] == bob.did
+    # The conversation shows the sender as deleted (alice stays as she was).
+    view = (await alice.request("GET", f"/v1/conversations/{conversation['id']}")).json()
+    flags = {p["did"]: p["deleted"] for p in view["participants"]}
+    assert flags == {alice.did: False, bob.did: True}
+
+
+async def test_a_deleted_users_dids_stop_resolving(instance: Instance) -> None:
+    bob = await instance.register("bob", PASSWORD)
+    agent_path = "/agents/" + bob.profile["agent_did"].rsplit(":", 1)[1] + "/did.json"
+    assert (await instance.client.get(agent_path)).status_code == 200
+    assert (await bob.request("DELETE", "/v1/me", json={"password": PASSWORD})).status_code == 204
+    assert (await instance.client.get("/users/bob/did.json")).status_code == 404
+    assert (await instance.client.get(agent_path)).status_code == 404
