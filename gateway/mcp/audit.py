@@ -6,6 +6,7 @@ error, written in a transaction of its own after the failed one rolled back.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,11 @@ log = logging.getLogger(__name__)
 WriteAction = Callable[[asyncpg.Connection], Awaitable[tuple[dict[str, Any], str | None]]]
 
 
-def _describe(exc: Exception) -> tuple[str, str]:
+def describe_error(exc: Exception) -> tuple[str, str]:
+    """``(code, detail)`` of a tool failure: the ConferError's wire code, ``validation_failed``
+    for bad arguments, ``invalid_input`` for values PostgreSQL cannot store (NUL, over-long)."""
+    if isinstance(exc, asyncpg.DataError):
+        return "invalid_input", "a value cannot be stored (NUL character or too long)"
     if isinstance(exc, ConferError):
         return getattr(exc, "wire_code", None) or exc.code, exc.detail
     if isinstance(exc, ValidationError):
@@ -59,7 +64,7 @@ async def audited_write(
                 success=True,
             )
     except Exception as exc:
-        code, detail = _describe(exc)
+        code, detail = describe_error(exc)
         if code == "internal_error":
             log.exception("MCP tool %s failed", tool_name)
         async with pool.acquire() as conn:
@@ -76,3 +81,20 @@ async def audited_write(
             )
         return {"ok": False, "code": code, "error": detail, "audit_id": audit_id}
     return {"ok": True, **result, "audit_id": audit_id}
+
+
+def guarded(
+    tool: Callable[..., Awaitable[dict[str, Any]]],
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """Wrap a read tool so that a caller's mistake (unknown id, bad value, expired token)
+    comes back as ``{"ok": False, "code", "error"}`` instead of an opaque tool exception."""
+
+    @functools.wraps(tool)
+    async def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return await tool(*args, **kwargs)
+        except (ConferError, ValidationError, asyncpg.DataError) as exc:
+            code, detail = describe_error(exc)
+            return {"ok": False, "code": code, "error": detail}
+
+    return wrapper

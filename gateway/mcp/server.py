@@ -11,17 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import AuthenticationError, ConferError, problem
 from gateway.mcp import tools
+from gateway.mcp.audit import guarded
 from gateway.settings import Settings
 from gateway.state import AppState
+from models.base import Ulid
+
+Limit = Annotated[int, Field(ge=1, le=200)]
 
 StateGetter = Callable[[], AppState]
 
@@ -98,13 +103,15 @@ def _register(server: MCPServer, get_state: StateGetter) -> None:
 
 def _register_reads(server: MCPServer, caller: Caller) -> None:
     @server.tool()
-    async def confer_list_conversations(ctx: Context, limit: int = 20) -> dict[str, Any]:
+    @guarded
+    async def confer_list_conversations(ctx: Context, limit: Limit = 20) -> dict[str, Any]:
         """List your conversations, most recently active first (read-only)."""
         return await tools.list_conversations(*await caller(ctx), limit=limit)
 
     @server.tool()
+    @guarded
     async def confer_read_messages(
-        ctx: Context, conversation_id: str, limit: int = 50, before: str | None = None
+        ctx: Context, conversation_id: Ulid, limit: Limit = 50, before: str | None = None
     ) -> dict[str, Any]:
         """Read a conversation's messages, newest first; page with ``before`` (read-only)."""
         return await tools.read_messages(
@@ -112,13 +119,14 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
         )
 
     @server.tool()
+    @guarded
     async def confer_search_memory(
         ctx: Context,
         query: str,
         project: str | None = None,
         domain: str | None = None,
         method: str = "auto",
-        limit: int = 10,
+        limit: Limit = 10,
     ) -> dict[str, Any]:
         """Search your agent's memories, knowledge and messages. Semantic (pgvector, similarity
         >= 0.3) when available, full-text always; each hit names its method (read-only)."""
@@ -132,14 +140,15 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
         )
 
     @server.tool()
+    @guarded
     async def confer_get_session_context(
         ctx: Context,
         topic: str,
-        queries: list[str],
+        queries: Annotated[list[str], Field(min_length=1, max_length=5)],
         project: str | None = None,
         domain: str | None = None,
-        token_budget: int = 4000,
-        limit_per_query: int = 5,
+        token_budget: Annotated[int, Field(ge=100, le=100_000)] = 4000,
+        limit_per_query: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> dict[str, Any]:
         """Context to open a work session: project memory, the memories and knowledge that
         best match 1-5 queries, and recent threads, under a token budget (read-only)."""
@@ -154,11 +163,13 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
         )
 
     @server.tool()
-    async def confer_list_pending_permissions(ctx: Context, limit: int = 50) -> dict[str, Any]:
+    @guarded
+    async def confer_list_pending_permissions(ctx: Context, limit: Limit = 50) -> dict[str, Any]:
         """Permission requests waiting for your decision (read-only)."""
         return await tools.list_pending_permissions(*await caller(ctx), limit=limit)
 
     @server.tool()
+    @guarded
     async def confer_get_audit_log(
         ctx: Context,
         agent: str | None = None,
@@ -166,7 +177,7 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
         target_id: str | None = None,
         success: bool | None = None,
         since: datetime | None = None,
-        limit: int = 50,
+        limit: Limit = 50,
     ) -> dict[str, Any]:
         """Your MCP write-tool audit log, newest first, filtered (read-only; max 200)."""
         return await tools.get_audit_log(

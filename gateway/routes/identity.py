@@ -62,8 +62,8 @@ async def agent_did_document(agent_id: str, request: Request, state: State) -> R
     """``did:web:<host>:agents:<agent id>``: keys allowed to speak for the agent, A2A endpoint."""
     async with state.pool.acquire() as conn:
         agent = await users_store.get_agent(conn, id=agent_id)
-        owner = await users_store.get_user(conn, id=agent.user_id) if agent else None
-    if agent is None or owner is None or owner.deleted_at is not None:
+        active = agent is not None and await users_store.account_active(conn, user_id=agent.user_id)
+    if agent is None or not active:
         raise NotFoundError(f"no agent {agent_id!r}")  # a deleted account's agent is gone too
     identity = state.identity
     extra = []

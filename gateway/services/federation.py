@@ -46,14 +46,16 @@ async def resolve_recipient(conn: asyncpg.Connection, kind: str, name: str) -> R
 
     Raises RecipientNotFoundError.
     """
+    found: Recipient | None = None
     if kind == "users":
         user = await users_store.get_user_by_username(conn, username=name)
-        if user is not None:
-            return Recipient(user.id, None, user.did)
+        found = Recipient(user.id, None, user.did) if user else None
     else:
         agent = await users_store.get_agent(conn, id=name)
-        if agent is not None:
-            return Recipient(agent.user_id, agent.id, agent.did)
+        found = Recipient(agent.user_id, agent.id, agent.did) if agent else None
+    # A deleted or disabled account receives nothing, through its agents neither.
+    if found is not None and await users_store.account_active(conn, user_id=found.user_id):
+        return found
     raise RecipientNotFoundError(f"no {kind[:-1]} {name!r} here")
 
 

@@ -7,6 +7,8 @@ from datetime import datetime
 
 import asyncpg
 
+from gateway.store.users import ACTIVE_OWNER
+
 
 @dataclass(frozen=True)
 class ApiKeyRow:
@@ -66,10 +68,13 @@ async def revoke_api_key(
 async def use_api_key(
     conn: asyncpg.Connection, *, key_hash: str, now: datetime
 ) -> ApiKeyRow | None:
-    """The live (not revoked) key with this hash, marking it used; None otherwise."""
+    """The live key with this hash, marking it used; None when it is unknown, revoked, or its
+    owner's account is deleted or disabled."""
     record = await conn.fetchrow(
         f"""UPDATE api_keys SET last_used_at = $2
-            WHERE key_hash = $1 AND revoked_at IS NULL RETURNING {_COLUMNS}""",
+            WHERE key_hash = $1 AND revoked_at IS NULL
+              AND {ACTIVE_OWNER.format(user_id="api_keys.user_id")}
+            RETURNING {_COLUMNS}""",
         key_hash,
         now,
     )

@@ -9,15 +9,15 @@ import asyncpg
 from gateway.ids import new_id
 
 
-def _storable(value: Any) -> Any:
+def storable(value: Any) -> Any:
     """``value`` with NUL characters removed from every string (PostgreSQL text cannot hold
     them), so that an audit row of a hostile request can always be written."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {_storable(k): _storable(v) for k, v in value.items()}
+        return {storable(k): storable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_storable(v) for v in value]
+        return [storable(v) for v in value]
     return value
 
 
@@ -37,7 +37,7 @@ async def insert_audit(
         audit_id,
         user_id,
         action,
-        _storable(details),
+        storable(details),
         ip_address,
     )
     return audit_id

@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 
 from gateway.ids import new_id
+from gateway.store.audit import storable
 from models.context import McpAuditRow
 
 
@@ -31,13 +32,13 @@ async def insert_mcp_audit(
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
         audit_id,
         user_id,
-        agent[:128],
+        storable(agent[:128]),
         tool_name,
-        payload,
+        storable(payload),  # a hostile payload must still leave its audit row
         target_id,
         target_table,
         success,
-        error_message,
+        storable(error_message),
     )
     return audit_id
 

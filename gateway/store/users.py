@@ -253,3 +253,15 @@ async def update_agent(
     )
     assert record is not None
     return _agent(record)
+
+
+ACTIVE_OWNER = """EXISTS (SELECT 1 FROM users owner WHERE owner.id = {user_id}
+                     AND owner.deleted_at IS NULL)
+       AND NOT EXISTS (SELECT 1 FROM disabled_users d WHERE d.user_id = {user_id})"""
+"""SQL condition: the account ``{user_id}`` (a column) is neither deleted nor disabled."""
+
+
+async def account_active(conn: asyncpg.Connection, *, user_id: str) -> bool:
+    """True when the user exists, is not deleted and not disabled by an admin."""
+    condition = ACTIVE_OWNER.format(user_id="$1")
+    return bool(await conn.fetchval(f"SELECT {condition}", user_id))

@@ -216,3 +216,32 @@ async def test_another_users_token_sees_only_their_own_data(database_url: str) -
             assert found["hits"] == []
             audit = await call(client, "confer_get_audit_log", {})
             assert audit["count"] == 0
+
+
+async def test_caller_mistakes_are_tool_results_and_hostile_writes_still_audited(
+    database_url: str,
+) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        carol = await instance.register("carol")
+        theirs = await bob.direct_with(carol.did)
+        mine = await alice.direct_with(bob.did)
+        async with mcp_client(instance, alice) as client:
+            hidden = await call(client, "confer_read_messages", {"conversation_id": theirs["id"]})
+            assert hidden == {
+                "ok": False,
+                "code": "conversation_not_found",
+                "error": f"no conversation {theirs['id']}",
+            }
+            bad = await client.call_tool("confer_read_messages", {"conversation_id": "x" * 500})
+            assert bad.is_error  # refused by the tool's schema before any query
+            nul = await call(
+                client, "confer_send_message", {"conversation_id": mine["id"], "content": "a\x00b"}
+            )
+            assert nul["ok"] is False and nul["code"] in ("validation_failed", "invalid_input")
+        rows = await _audit_rows(database_url)
+        failed = [r for r in rows if r["tool_name"] == "confer_send_message"]
+        assert len(failed) == 1 and failed[0]["success"] is False
+        async with instance.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM messages") == 0
