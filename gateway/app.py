@@ -130,11 +130,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             app.state.confer.nonces = (
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
-            app.state.confer.peer_limits = PeerRateLimiter(
-                settings.redis_url,
-                per_domain=settings.peer_rate_limit_domain,
-                per_agent=settings.peer_rate_limit_agent,
-            )
+            app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
             await app.state.confer.accounts.bootstrap_admins()
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")

@@ -10,56 +10,37 @@ but never for nonces, whose store errors surface as 503.
 from __future__ import annotations
 
 import logging
-import math
-import time
 from datetime import datetime
 from typing import Protocol
 
 import asyncpg
 import redis.asyncio as redis
-from limits import parse
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
-from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 
 from did.web import did_to_url
-from gateway.errors import RateLimitedError, ServiceUnavailableError
+from gateway.errors import ServiceUnavailableError
+from gateway.services.ratelimits import PEER_AGENT, PEER_DOMAIN, RateLimiter
 from gateway.store import federation as federation_store
 
 log = logging.getLogger(__name__)
 
 
 class PeerRateLimiter:
-    """Budgets per peer domain and per peer DID, e.g. ``"1200/minute"`` and ``"600/minute"``."""
+    """Budgets per peer domain and per peer DID (``CONFER_PEER_RATE_LIMIT_*``), on the shared
+    :class:`~gateway.services.ratelimits.RateLimiter` and its storage."""
 
-    def __init__(self, redis_url: str | None, *, per_domain: str, per_agent: str) -> None:
-        storage: Storage = (
-            RedisStorage(
-                redis_url.replace("redis://", "async+redis://", 1),
-                implementation="redispy",
-                key_prefix="confer",
-                wrap_exceptions=True,
-            )
-            if redis_url
-            else MemoryStorage()
-        )
-        self._limiter = MovingWindowRateLimiter(storage)
-        self._per_domain = parse(per_domain)
-        self._per_agent = parse(per_agent)
+    def __init__(self, limiter: RateLimiter) -> None:
+        self._limiter = limiter
 
     async def check(self, peer_did: str) -> None:
         """Count one request of ``peer_did``. Raises RateLimitedError (429, Retry-After)."""
-        domain = _domain(peer_did)
-        for limit, key in ((self._per_domain, f"peer:{domain}"), (self._per_agent, peer_did)):
+        keys = ((PEER_DOMAIN, f"peer:{_domain(peer_did)}"), (PEER_AGENT, peer_did))
+        for rule, key in keys:
             try:
-                if await self._limiter.hit(limit, "ratelimit", key):
-                    continue
-                stats = await self._limiter.get_window_stats(limit, "ratelimit", key)
+                await self._limiter.hit(rule, key)
             except StorageError as exc:
                 log.warning("rate limit storage unavailable, not limiting: %s", exc)
                 return
-            retry_after = max(1, math.ceil(stats.reset_time - time.time()))
-            raise RateLimitedError(f"{key} is over its budget of {limit}", retry_after=retry_after)
 
 
 def _domain(did: str) -> str:

@@ -1,4 +1,4 @@
-"""Rate limits for login and registration, on the ``limits`` library.
+"""Rate limits (login, registration, inbound federation per peer), on the ``limits`` library.
 
 One backend behind one small interface (DESIGN "Scale"): in-process memory by default, Redis
 when ``CONFER_REDIS_URL`` is set so that several gateway processes share the counters (keys
@@ -21,6 +21,8 @@ from gateway.settings import Settings
 LOGIN_IP = "login_ip"
 LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
+PEER_DOMAIN = "peer_domain"
+PEER_AGENT = "peer_agent"
 
 
 def storage_for(settings: Settings) -> Storage:
@@ -31,11 +33,13 @@ def storage_for(settings: Settings) -> Storage:
         settings.redis_url,
         implementation="redispy",
         key_prefix=f"ratelimit:{settings.rate_limit_prefix}",
+        wrap_exceptions=True,  # a Redis outage surfaces as limits.errors.StorageError
     )
 
 
 class RateLimiter:
-    """Named rules (``login_ip``, ``login_account``, ``register_ip``) over one storage."""
+    """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``peer_domain``,
+    ``peer_agent``) over one storage."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.storage = storage or storage_for(settings)
@@ -44,6 +48,8 @@ class RateLimiter:
             LOGIN_IP: parse_many(settings.rate_limit_login_ip),
             LOGIN_ACCOUNT: parse_many(settings.rate_limit_login_account),
             REGISTER_IP: parse_many(settings.rate_limit_register_ip),
+            PEER_DOMAIN: parse_many(settings.peer_rate_limit_domain),
+            PEER_AGENT: parse_many(settings.peer_rate_limit_agent),
         }
 
     async def hit(self, rule: str, key: str) -> None:
