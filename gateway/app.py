@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from did.resolver import DIDResolver
 from gateway import migrations
+from gateway.agents.keys import stored_key
 from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
@@ -106,7 +107,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allow_http=settings.allow_http_dids,
                 allow_private_networks=settings.allow_private_networks,
             )
-            context = build_context_services(pool, http, clock, settings, hub)
+            context = build_context_services(
+                pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
+            )
             app.state.confer = AppState(
                 settings=settings,
                 clock=clock,

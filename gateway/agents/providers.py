@@ -11,7 +11,8 @@
 
 Every failure becomes a :class:`ProviderError` with a ``kind`` the runtime turns into a clear
 ``system_notice``: ``unreachable``, ``timeout``, ``rate_limited``, ``auth``, ``unavailable``,
-``rejected``, ``bad_response`` or ``unknown_provider``.
+``rejected``, ``bad_response``, ``unknown_provider`` or ``key_unavailable`` (the stored key
+cannot be decrypted).
 """
 
 from __future__ import annotations
