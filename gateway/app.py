@@ -45,6 +45,7 @@ from gateway.routes import (
     permissions,
     project_memory,
     threads,
+    translations,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
@@ -208,6 +209,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.router.add_route(
         "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
     )
-    for module in (api_keys, cards, contacts, permissions):
+    for module in (api_keys, cards, contacts, permissions, translations):
         app.include_router(module.router)
     return app
