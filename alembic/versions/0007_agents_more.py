@@ -6,6 +6,9 @@
   message is never edited. ``source_sha256`` is the SHA-256 of the text that was translated,
   so an edited message gets a fresh translation while an unchanged one reuses the stored row
   (unique per message, target language and source text).
+- ``agent_tasks.status`` gains ``waiting``: a task a peer's message started while the owner is
+  offline and has not set ``privacy.allow_offline_response``; it is queued when the owner's
+  next device connects. At most one task per conversation waits.
 
 Revision ID: 0007
 Revises: 0006
@@ -33,18 +36,31 @@ UPGRADE = (
       CONSTRAINT uq_message_translations UNIQUE (message_id, target_language, source_sha256)
     )
     """,
+    "ALTER TABLE agent_tasks DROP CONSTRAINT ck_agent_tasks_status",
+    """ALTER TABLE agent_tasks ADD CONSTRAINT ck_agent_tasks_status
+         CHECK (status IN ('queued', 'running', 'done', 'failed', 'waiting'))""",
+    """CREATE UNIQUE INDEX uq_agent_tasks_waiting ON agent_tasks (conversation_id)
+         WHERE status = 'waiting'""",
 )
 
-DOWNGRADE = ("DROP TABLE IF EXISTS message_translations",)
+DOWNGRADE = (
+    "DROP INDEX IF EXISTS uq_agent_tasks_waiting",
+    """UPDATE agent_tasks SET status = 'failed', error = 'waiting task dropped by downgrade'
+         WHERE status = 'waiting'""",
+    "ALTER TABLE agent_tasks DROP CONSTRAINT ck_agent_tasks_status",
+    """ALTER TABLE agent_tasks ADD CONSTRAINT ck_agent_tasks_status
+         CHECK (status IN ('queued', 'running', 'done', 'failed'))""",
+    "DROP TABLE IF EXISTS message_translations",
+)
 
 
 def upgrade() -> None:
-    """Create ``message_translations``."""
+    """Create ``message_translations``; let agent tasks wait for their owner."""
     for statement in UPGRADE:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    """Drop it again."""
+    """Undo it (waiting tasks become failed)."""
     for statement in DOWNGRADE:
         op.execute(statement)

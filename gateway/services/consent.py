@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from a2a.protocol import agent_text_message
+from gateway.agents.peer_tasks import enqueue_for_peer
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
 from gateway.services.conversations import MESSAGE_CREATED, send_message_params
@@ -272,6 +273,16 @@ async def _settle(
         )
         messages.append(delivered)
         delivered_id = delivered.id
+        if scope.get("agent_id"):  # the agent answers the delivered request
+            await enqueue_for_peer(
+                conn,
+                state.hub,
+                agent_id=scope["agent_id"],
+                owner_id=permission.user_id,
+                conversation_id=conversation_id,
+                message_id=delivered.id,
+                owner_present=permission.decided_by is not None,
+            )
         answer = "Approved: your request was delivered."
     elif permission.decided_by is None:
         answer = "Refused: the request expired without an answer."
