@@ -56,6 +56,7 @@ from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
+from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.streams import trim_events_forever
@@ -147,6 +148,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
+            translator = asyncio.create_task(
+                run_auto_translator(app.state.confer), name="confer-translate"
+            )
             trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
             try:
                 async with mcp_server.session_manager.run():  # mounted apps get no lifespan
@@ -155,8 +159,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 task.cancel()
                 agent_task.cancel()
                 sweeper.cancel()
+                translator.cancel()
                 trimmer.cancel()
-                await asyncio.gather(task, agent_task, sweeper, trimmer, return_exceptions=True)
+                await asyncio.gather(
+                    task, agent_task, sweeper, translator, trimmer, return_exceptions=True
+                )
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:

@@ -49,3 +49,12 @@ class MessageTranslation(ConferModel):
     requested_by: Ulid | None = None
     created_at: Timestamp
     reused: bool = False
+
+
+class AutoTranslationSetting(ConferModel):
+    """``/v1/conversations/{id}/auto-translation``: your automatic translation language in the
+    conversation (``language`` None: off) and since when (messages from then on)."""
+
+    conversation_id: Ulid
+    language: str | None = None
+    since: Timestamp | None = None

@@ -6,6 +6,8 @@
   message is never edited. ``source_sha256`` is the SHA-256 of the text that was translated,
   so an edited message gets a fresh translation while an unchanged one reuses the stored row
   (unique per message, target language and source text).
+- ``conversation_auto_translations``: a participant's wish to get every new message of a
+  conversation (from the moment it is set, not their own) translated into ``language``.
 - ``agent_tasks.status`` gains ``waiting``: a task a peer's message started while the owner is
   offline and has not set ``privacy.allow_offline_response``; it is queued when the owner's
   next device connects. At most one task per conversation waits.
@@ -36,6 +38,15 @@ UPGRADE = (
       CONSTRAINT uq_message_translations UNIQUE (message_id, target_language, source_sha256)
     )
     """,
+    """
+    CREATE TABLE conversation_auto_translations (
+      conversation_id   CHAR(26) NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+      user_id           CHAR(26) NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+      language          VARCHAR(16) NOT NULL,
+      created_at        TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+      PRIMARY KEY (conversation_id, user_id)
+    )
+    """,
     "ALTER TABLE agent_tasks DROP CONSTRAINT ck_agent_tasks_status",
     """ALTER TABLE agent_tasks ADD CONSTRAINT ck_agent_tasks_status
          CHECK (status IN ('queued', 'running', 'done', 'failed', 'waiting'))""",
@@ -50,6 +61,7 @@ DOWNGRADE = (
     "ALTER TABLE agent_tasks DROP CONSTRAINT ck_agent_tasks_status",
     """ALTER TABLE agent_tasks ADD CONSTRAINT ck_agent_tasks_status
          CHECK (status IN ('queued', 'running', 'done', 'failed'))""",
+    "DROP TABLE IF EXISTS conversation_auto_translations",
     "DROP TABLE IF EXISTS message_translations",
 )
 
