@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from did.resolver import DIDResolver
 from gateway import migrations
+from gateway.agents.keys import stored_key
 from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
@@ -44,6 +45,7 @@ from gateway.routes import (
     permissions,
     project_memory,
     threads,
+    translations,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
@@ -54,6 +56,7 @@ from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.settings import Settings
 from gateway.state import AppState
+from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.streams import trim_events_forever
@@ -106,7 +109,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allow_http=settings.allow_http_dids,
                 allow_private_networks=settings.allow_private_networks,
             )
-            context = build_context_services(pool, http, clock, settings, hub)
+            context = build_context_services(
+                pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
+            )
             app.state.confer = AppState(
                 settings=settings,
                 clock=clock,
@@ -139,6 +144,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
+            translator = asyncio.create_task(
+                run_auto_translator(app.state.confer), name="confer-translate"
+            )
             trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
             try:
                 async with mcp_server.session_manager.run():  # mounted apps get no lifespan
@@ -147,8 +155,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 task.cancel()
                 agent_task.cancel()
                 sweeper.cancel()
+                translator.cancel()
                 trimmer.cancel()
-                await asyncio.gather(task, agent_task, sweeper, trimmer, return_exceptions=True)
+                await asyncio.gather(
+                    task, agent_task, sweeper, translator, trimmer, return_exceptions=True
+                )
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
@@ -201,6 +212,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.router.add_route(
         "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
     )
-    for module in (api_keys, cards, contacts, permissions):
+    for module in (api_keys, cards, contacts, permissions, translations):
         app.include_router(module.router)
     return app

@@ -444,3 +444,11 @@ class PermissionExpiredError(ConflictError):
 
 class ServiceUnavailableError(ConferError):
     code, status, title = "service_unavailable", 503, "A backing service is unavailable"
+
+
+class TranslationFailedError(ConferError):
+    code, status, title = "translation_failed", 502, "The translation model could not translate"
+
+
+class NothingToTranslateError(ConferError):
+    code, status, title = "nothing_to_translate", 422, "The message has no text to translate"

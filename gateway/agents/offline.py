@@ -4,6 +4,8 @@ It lets ``make run`` work with no keys. A reply quotes the memory or knowledge p
 shares the most words with the user's last message (ties: the order of the context, i.e.
 importance then priority) and says plainly that it is the offline provider. A ``summarize``
 call returns the previous summary followed by one line per turn, each cut to 120 characters.
+A ``translate`` call cannot translate: it returns the original text, marked as untranslated by
+the offline provider and naming the target language (deterministic, for ``make run`` and tests).
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def reply_text(call: ChatCall) -> str:
         previous = [s.text for s in call.sources if s.kind == "summary"]
         lines = [f"- {t.content[:120]}{'…' if len(t.content) > 120 else ''}" for t in call.turns]
         return "\n".join(previous + lines)
+    if call.purpose == "translate":
+        original = next((t.content for t in reversed(call.turns) if t.role == "user"), "")
+        return (
+            f"[Confer's offline provider cannot translate into {call.language}; "
+            f"the original text follows] {original}"
+        )
     source = best_source(call)
     intro = "This is Confer's offline provider (no language model is configured for this agent)."
     if source is not None:

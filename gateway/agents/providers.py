@@ -11,7 +11,8 @@
 
 Every failure becomes a :class:`ProviderError` with a ``kind`` the runtime turns into a clear
 ``system_notice``: ``unreachable``, ``timeout``, ``rate_limited``, ``auth``, ``unavailable``,
-``rejected``, ``bad_response`` or ``unknown_provider``.
+``rejected``, ``bad_response``, ``unknown_provider`` or ``key_unavailable`` (the stored key
+cannot be decrypted).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class Source:
 class ChatCall:
     """One model call: system text, turns, the model, and the passages behind the system text.
 
-    ``purpose`` is ``reply`` or ``summarize`` (the offline provider answers each its own way).
+    ``purpose`` is ``reply``, ``summarize`` or ``translate`` (the offline provider answers each
+    its own way); ``language`` is the target language code of a ``translate`` call.
     """
 
     model: str
@@ -62,6 +64,7 @@ class ChatCall:
     max_tokens: int = 1024
     purpose: str = "reply"
     sources: list[Source] = field(default_factory=list)
+    language: str | None = None
 
 
 class Provider(Protocol):

@@ -17,6 +17,7 @@ import asyncpg
 
 from gateway.agents.context import Assembly, assemble, split_history
 from gateway.agents.offline import OfflineProvider, best_source
+from gateway.agents.peer_tasks import reply_to_peers
 from gateway.agents.providers import ChatCall, ProviderError, Source
 from gateway.agents.registry import ProviderRegistry
 from gateway.agents.tokens import estimate_tokens
@@ -221,7 +222,9 @@ class AgentRuntime:
                 error=error,
             )
             message = await messages_store.get_message(conn, id=message_id)
-        assert message is not None
+            assert message is not None
+            if sender_type == "own_agent":  # answers reach the conversation's peers too
+                await reply_to_peers(conn, agent, message)
         self._hub.publish(members, MESSAGE_CREATED, message.model_dump(mode="json"))
 
     async def compact_if_needed(self, conversation_id: str, agent: Agent, owner: User) -> bool:

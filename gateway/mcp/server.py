@@ -1,10 +1,9 @@
 """The MCP server at ``/mcp`` (streamable HTTP, official ``mcp`` SDK 2.x ``MCPServer``).
 
-Every request must carry ``Authorization: Bearer <access token>`` of a Confer user; the gate
-answers 401 problem+json otherwise, and each tool authenticates the same header again, so a
-tool only ever acts for the token's user. Read tools never modify state; write tools go
-through :func:`gateway.mcp.audit.audited_write`. ``decide_permission`` is not offered yet:
-permissions have no service to decide them with (the federation work).
+Every request must carry ``Authorization: Bearer <access token or cfk_ API key>`` of a Confer
+user (:mod:`gateway.mcp.auth`); the gate answers 401 problem+json otherwise, and each tool
+authenticates the same header again, so a tool only ever acts for that user. Read tools never
+modify state; write tools go through :func:`gateway.mcp.audit.audited_write`.
 """
 
 from __future__ import annotations
@@ -19,9 +18,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.errors import AuthenticationError, ConferError, problem
-from gateway.mcp import tools
+from gateway.errors import ConferError, problem
+from gateway.mcp import permissions, tools
 from gateway.mcp.audit import guarded
+from gateway.mcp.auth import authenticate
 from gateway.settings import Settings
 from gateway.state import AppState
 from models.base import Ulid
@@ -39,15 +39,8 @@ def _headers(ctx: Context) -> dict[str, str]:
     return {k.lower(): v for k, v in (getattr(transport, "headers", None) or {}).items()}
 
 
-def _token(authorization: str | None) -> str:
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise AuthenticationError("send Authorization: Bearer <access token>")
-    return token.strip()
-
-
 class BearerGate:
-    """ASGI wrapper: refuse MCP requests without a valid Confer access token (401)."""
+    """ASGI wrapper: refuse MCP requests without a valid access token or API key (401)."""
 
     def __init__(self, app: ASGIApp, get_state: StateGetter) -> None:
         self._app = app
@@ -57,7 +50,7 @@ class BearerGate:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
             try:
-                await self._get_state().accounts.authenticate(_token(headers.get("authorization")))
+                await authenticate(self._get_state(), headers.get("authorization"))
             except ConferError as exc:
                 response = problem(exc.status, exc.code, exc.title, exc.detail, scope["path"])
                 response.headers["WWW-Authenticate"] = "Bearer"
@@ -94,8 +87,7 @@ Caller = Callable[[Context], Awaitable[tuple[AppState, Any]]]
 def _register(server: MCPServer, get_state: StateGetter) -> None:
     async def caller(ctx: Context) -> tuple[AppState, Any]:
         state = get_state()
-        auth = await state.accounts.authenticate(_token(_headers(ctx).get("authorization")))
-        return state, auth.user
+        return state, await authenticate(state, _headers(ctx).get("authorization"))
 
     _register_reads(server, caller)
     _register_writes(server, caller)
@@ -250,5 +242,23 @@ def _register_writes(server: MCPServer, caller: Caller) -> None:
             base_version=base_version,
             facts_md=facts_md,
             decisions_md=decisions_md,
+            agent=agent,
+        )
+
+    @server.tool()
+    async def confer_decide_permission(
+        ctx: Context,
+        permission_id: str,
+        decision: str,
+        scope: str | None = None,
+        agent: str = "unknown",
+    ) -> dict[str, Any]:
+        """Decide a pending permission request: decision allow_once | allow_always | deny;
+        scope (what allow_always covers) peer | peer_action | global (audited)."""
+        return await permissions.decide_permission(
+            *await caller(ctx),
+            permission_id=permission_id,
+            decision=decision,
+            scope=scope,
             agent=agent,
         )

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 
+from gateway.agents.peer_tasks import release_waiting
 from gateway.deps import get_ws_state
 from gateway.errors import ConferError
 from gateway.ids import new_id
@@ -127,6 +128,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
     device = new_id()
     await presence.device_connected(state, auth.user, device)
+    await release_waiting(state.pool, state.clock, auth.user.id)  # the owner is back
     ready = {"user_id": auth.user.id, "did": auth.user.did}
     running = asyncio.create_task(session.run(ready, resume))
     watchdog = asyncio.create_task(_watch_session(websocket, state, auth))

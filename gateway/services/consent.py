@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from a2a.protocol import agent_text_message
+from gateway.agents.peer_tasks import enqueue_for_peer
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
 from gateway.services.conversations import MESSAGE_CREATED, send_message_params
@@ -124,7 +125,8 @@ def publish_request(
     state.hub.publish([owner_id], PERMISSION_REQUESTED, permission_json(permission))
 
 
-def _publish(state: AppState, outcome: Outcome) -> None:
+def publish_outcome(state: AppState, outcome: Outcome) -> None:
+    """Tell the owner's devices (and task subscribers) about a committed decision."""
     for message in outcome.messages:
         state.hub.publish([outcome.owner_id], MESSAGE_CREATED, message.model_dump(mode="json"))
     state.hub.publish([outcome.owner_id], PERMISSION_DECIDED, permission_json(outcome.permission))
@@ -147,23 +149,39 @@ async def decide(
 ) -> PermissionRow:
     """The owner's decision. Raises PermissionNotFoundError, PermissionDecidedError, and
     PermissionExpiredError (the request expired: it is resolved as denied)."""
-    now = state.clock.now()
-    async with state.pool.acquire() as conn, conn.transaction():
-        permission = await store.get_permission(conn, id=permission_id, user_id=user.id)
-        if permission is None:
-            raise PermissionNotFoundError(f"no permission request {permission_id}")
-        if permission.decision != "pending":
-            raise PermissionDecidedError(f"already decided: {permission.decision}")
-        expired = permission.expires_at is not None and permission.expires_at <= now
-        if not expired:
-            if decision == "allow_always":
-                scope = scope or "peer_action"
-            outcome = await _resolve(conn, state, permission, decision, scope, user.id)
-    if expired:
+    try:
+        async with state.pool.acquire() as conn, conn.transaction():
+            outcome = await decide_in(conn, state, user, permission_id, decision, scope)
+    except PermissionExpiredError:
         await expire(state, permission_id)
-        raise PermissionExpiredError("the request expired before the decision; it was denied")
-    _publish(state, outcome)
+        raise
+    publish_outcome(state, outcome)
     return outcome.permission
+
+
+async def decide_in(
+    conn: asyncpg.Connection,
+    state: AppState,
+    user: User,
+    permission_id: str,
+    decision: str,
+    scope: str | None,
+) -> Outcome:
+    """:func:`decide` inside the caller's transaction (the MCP tool audits in the same one).
+
+    Nothing is published: call :func:`publish_outcome` after commit. On PermissionExpiredError
+    the caller rolls back and then calls :func:`expire`.
+    """
+    permission = await store.get_permission(conn, id=permission_id, user_id=user.id)
+    if permission is None:
+        raise PermissionNotFoundError(f"no permission request {permission_id}")
+    if permission.decision != "pending":
+        raise PermissionDecidedError(f"already decided: {permission.decision}")
+    if permission.expires_at is not None and permission.expires_at <= state.clock.now():
+        raise PermissionExpiredError("the request expired before the decision; it was denied")
+    if decision == "allow_always":
+        scope = scope or "peer_action"
+    return await _resolve(conn, state, permission, decision, scope, user.id)
 
 
 async def expire(state: AppState, permission_id: str) -> bool:
@@ -173,7 +191,7 @@ async def expire(state: AppState, permission_id: str) -> bool:
         if permission is None or permission.decision != "pending":
             return False
         outcome = await _resolve(conn, state, permission, "deny", None, None)
-    _publish(state, outcome)
+    publish_outcome(state, outcome)
     return True
 
 
@@ -255,6 +273,16 @@ async def _settle(
         )
         messages.append(delivered)
         delivered_id = delivered.id
+        if scope.get("agent_id"):  # the agent answers the delivered request
+            await enqueue_for_peer(
+                conn,
+                state.hub,
+                agent_id=scope["agent_id"],
+                owner_id=permission.user_id,
+                conversation_id=conversation_id,
+                message_id=delivered.id,
+                owner_present=permission.decided_by is not None,
+            )
         answer = "Approved: your request was delivered."
     elif permission.decided_by is None:
         answer = "Refused: the request expired without an answer."

@@ -20,12 +20,14 @@ from gateway.settings import Settings
 
 @dataclass
 class ContextServices:
-    """Memories/knowledge/ambient CRUD, search, the embeddings client and the agent runtime."""
+    """Memories/knowledge/ambient CRUD, search, the embeddings client, the agent runtime and
+    the provider registry (translations call it directly)."""
 
     embedder: Embedder
     memory: MemoryService
     search: SearchService
     runtime: AgentRuntime
+    registry: ProviderRegistry
 
 
 def build_context_services(
@@ -51,4 +53,5 @@ def build_context_services(
         memory=MemoryService(pool, embedder, clock),
         search=SearchService(pool, embedder, clock, settings.search_similarity_threshold),
         runtime=AgentRuntime(pool, hub, clock, settings, registry),
+        registry=registry,
     )

@@ -15,6 +15,7 @@ import asyncpg
 
 from a2a.protocol import SendMessageParams, agent_text_message
 from gateway.a2a_callers import A2ACaller
+from gateway.agents.peer_tasks import enqueue_for_peer
 from gateway.errors import (
     ApiKeyScopeError,
     FederationAuthError,
@@ -139,6 +140,15 @@ async def receive_message(
             )
             task = await _open_task(state, conn, caller, recipient, params, message, None)
             pushes.append((notify, message))
+            if caller.peer is not None and recipient.agent_id is not None:
+                await enqueue_for_peer(
+                    conn,
+                    state.hub,
+                    agent_id=recipient.agent_id,
+                    owner_id=recipient.user_id,
+                    conversation_id=message.conversation_id,
+                    message_id=message.id,
+                )
         elif verdict.effect == "deny":
             task = await _open_task(state, conn, caller, recipient, params, None, None)
         else:

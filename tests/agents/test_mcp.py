@@ -25,7 +25,12 @@ READ_TOOLS = {
     "confer_list_pending_permissions",
     "confer_get_audit_log",
 }
-WRITE_TOOLS = {"confer_send_message", "confer_record_memory", "confer_update_project_memory"}
+WRITE_TOOLS = {
+    "confer_send_message",
+    "confer_record_memory",
+    "confer_update_project_memory",
+    "confer_decide_permission",
+}
 
 
 @contextlib.asynccontextmanager

@@ -1,0 +1,125 @@
+"""Agent tasks started by peers, and the owner's ``privacy.allow_offline_response`` (issue 6).
+
+When a peer's message to a local agent is delivered (policy allow, or the owner's consent), the
+agent answers it: :func:`enqueue_for_peer` queues a task for that conversation in the same
+transaction. If the owner is offline — no device connected to this process,
+``hub.connections(owner) == 0`` — and has not allowed offline answers, the task is stored as
+``waiting`` instead; :func:`release_waiting` queues it when the owner's next device connects,
+so the owner is back before the agent answers. The runtime sends the agent's answer to the
+conversation's peers through the outbox (:func:`reply_to_peers`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from gateway.clock import Clock
+from gateway.ids import new_id
+from gateway.realtime.hub import EventHub
+from gateway.store import agent_tasks as tasks_store
+from gateway.store import conversations as conv_store
+from gateway.store import federation as federation_store
+from models import Agent, Message
+
+WAITING = "waiting"
+
+
+async def offline_answers_allowed(conn: asyncpg.Connection, owner_id: str) -> bool:
+    """The owner's ``preferences.privacy.allow_offline_response`` (False when unset)."""
+    value = await conn.fetchval(
+        """SELECT (preferences_json -> 'privacy' ->> 'allow_offline_response')::boolean
+           FROM users WHERE id = $1""",
+        owner_id,
+    )
+    return bool(value)
+
+
+async def enqueue_for_peer(
+    conn: asyncpg.Connection,
+    hub: EventHub,
+    *,
+    agent_id: str,
+    owner_id: str,
+    conversation_id: str,
+    message_id: str,
+    owner_present: bool = False,
+) -> tuple[str, str]:
+    """Queue the agent's answer to a delivered peer message (inside the delivering transaction).
+
+    Returns ``(task id, status)``: ``queued`` when the owner is online (``owner_present``: the
+    owner is acting right now, e.g. deciding consent) or allows offline answers, else
+    ``waiting`` (one waiting task per conversation, re-pointed at the newest message).
+    """
+    online = owner_present or hub.connections(owner_id) > 0
+    if online or await offline_answers_allowed(conn, owner_id):
+        task_id = await tasks_store.enqueue(
+            conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
+        )
+        return task_id, "queued"
+    task_id = await conn.fetchval(
+        """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id, status)
+           VALUES ($1, $2, $3, $4, 'waiting')
+           ON CONFLICT (conversation_id) WHERE status = 'waiting'
+           DO UPDATE SET trigger_message_id = EXCLUDED.trigger_message_id
+           RETURNING id""",
+        new_id(),
+        agent_id,
+        conversation_id,
+        message_id,
+    )
+    return str(task_id), WAITING
+
+
+async def release_waiting(pool: asyncpg.Pool, clock: Clock, owner_id: str) -> int:
+    """Queue the owner's waiting tasks (the owner is back); returns how many were queued.
+
+    A waiting task whose conversation already has a queued one (started later, while the owner
+    was online, so for a newer message) is marked ``failed`` as superseded, never lost silently.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            """UPDATE agent_tasks w SET status = 'failed', finished_at = $2,
+                      error = 'superseded by a newer task'
+               FROM agents a
+               WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
+                 AND EXISTS (SELECT 1 FROM agent_tasks q WHERE q.status = 'queued'
+                             AND q.conversation_id = w.conversation_id)""",
+            owner_id,
+            clock.now(),
+        )
+        released = await conn.fetch(
+            """UPDATE agent_tasks w SET status = 'queued'
+               FROM agents a
+               WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
+               RETURNING w.conversation_id""",
+            owner_id,
+        )
+        for record in released:
+            await conn.execute(
+                "SELECT pg_notify($1, $2)", tasks_store.CHANNEL, record["conversation_id"]
+            )
+    return len(released)
+
+
+async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Message) -> int:
+    """Queue the agent's stored answer in the outbox for every peer of its conversation
+    (signed A2A ``SendMessage`` on delivery); returns how many peers. Inside the transaction
+    that stored the answer."""
+    from gateway.services.conversations import send_message_params  # avoids an import cycle
+
+    participants = await conv_store.list_participants(conn, conversation_id=message.conversation_id)
+    peers: list[dict[str, Any]] = [p for p in participants if p["participant_type"] == "peer_agent"]
+    for p in peers:
+        await federation_store.insert_outbox(
+            conn,
+            destination=urlsplit(p["endpoint"]).netloc.lower(),
+            endpoint=p["endpoint"],
+            sender_did=agent.did,
+            peer_id=p["peer_id"],
+            message_id=message.id,
+            payload=send_message_params(message, sender_name=agent.name, recipient_did=p["did"]),
+        )
+    return len(peers)

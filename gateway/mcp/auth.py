@@ -1,0 +1,40 @@
+"""Who is calling ``/mcp``: a Confer access token or a ``cfk_…`` API key (issue 6, seed 004).
+
+Both arrive as ``Authorization: Bearer <credential>``. API keys are recognised by their
+``cfk_`` prefix (:data:`gateway.services.api_keys.KEY_PREFIX`); their owner must still be an
+active account (neither deleted nor disabled). Anything else is verified as an access token.
+"""
+
+from __future__ import annotations
+
+from gateway.errors import ApiKeyInvalidError, AuthenticationError
+from gateway.services import api_keys
+from gateway.state import AppState
+from gateway.store import users as users_store
+from models import User
+
+
+def bearer(authorization: str | None) -> str:
+    """The credential of an ``Authorization: Bearer …`` header. Raises AuthenticationError."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationError("send Authorization: Bearer <access token or API key>")
+    return token.strip()
+
+
+async def authenticate(state: AppState, authorization: str | None) -> User:
+    """The live user behind the header.
+
+    Raises AuthenticationError (no bearer), ApiKeyInvalidError (unknown or revoked key, or its
+    account is gone), TokenInvalidError (bad or expired access token, ended session).
+    """
+    credential = bearer(authorization)
+    if not credential.startswith(api_keys.KEY_PREFIX):
+        return (await state.accounts.authenticate(credential)).user
+    key = await api_keys.authenticate(state.pool, state.clock, credential)
+    async with state.pool.acquire() as conn:
+        active = await users_store.account_active(conn, user_id=key.user_id)
+        user = await users_store.get_user(conn, id=key.user_id) if active else None
+    if user is None:
+        raise ApiKeyInvalidError("the API key's account is deleted or disabled")
+    return user

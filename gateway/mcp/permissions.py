@@ -1,0 +1,63 @@
+"""MCP write tool ``confer_decide_permission``: the owner's consent decision, audited.
+
+The decision goes through :func:`gateway.services.consent.decide_in` inside
+:func:`gateway.mcp.audit.audited_write`, so the decision, the delivery or refusal it causes and
+the ``mcp_audit_log`` row commit together (seed 004). An expired request is resolved as denied
+after the failed transaction, exactly as ``POST /v1/permissions/{id}/decision`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from gateway.mcp.audit import audited_write
+from gateway.services import consent
+from gateway.services.consent import Outcome
+from gateway.state import AppState
+from models import User
+from models.federation_api import PermissionDecisionCreate
+
+
+async def decide_permission(
+    state: AppState,
+    user: User,
+    *,
+    permission_id: str,
+    decision: str,
+    scope: str | None,
+    agent: str,
+) -> dict[str, Any]:
+    """Decide one of the user's pending requests: ``decision`` allow_once | allow_always |
+    deny, ``scope`` peer | peer_action | global (allow_always defaults to peer_action).
+
+    Returns ``{"ok": True, "permission": PermissionRow, "audit_id"}`` or the failure shape of
+    :func:`audited_write` (codes ``validation_failed``, ``permission_not_found``,
+    ``permission_decided``, ``permission_expired``).
+    """
+    payload = {"permission_id": permission_id, "decision": decision, "scope": scope}
+    outcomes: list[Outcome] = []
+
+    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+        data = PermissionDecisionCreate.model_validate({"decision": decision, "scope": scope})
+        outcome = await consent.decide_in(
+            conn, state, user, permission_id, data.decision, data.scope
+        )
+        outcomes.append(outcome)
+        return {"permission": outcome.permission.model_dump(mode="json")}, outcome.permission.id
+
+    result = await audited_write(
+        state.pool,
+        user_id=user.id,
+        agent=agent,
+        tool_name="confer_decide_permission",
+        payload=payload,
+        target_table="permissions",
+        action=action,
+    )
+    if result["ok"]:
+        consent.publish_outcome(state, outcomes[0])
+    elif result["code"] == "permission_expired":
+        await consent.expire(state, permission_id)
+    return result

@@ -1,0 +1,60 @@
+"""Message translations: stored as linked variants of a message, never as edits (issue 6).
+
+``MessageTranslation.translation`` is the data model's ``Translation`` shape (``from``, ``to``,
+``provider``) as kept in ``message_translations.translation_json``, with ``model`` and ``text``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, StringConstraints
+
+from .base import ConferModel, Timestamp, Ulid
+
+LanguageCode = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$", max_length=16)
+]
+"""A BCP 47 language tag such as ``de``, ``pt-BR`` or ``zh-Hant``."""
+
+
+class TranslationCreate(ConferModel):
+    """``POST /v1/conversations/{id}/messages/{mid}/translation``: the target language."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"to": "de"}]})
+
+    to: LanguageCode
+
+
+class TranslationDetail(ConferModel):
+    """``translation_json``: source and target language, the provider and model, the text.
+
+    ``from`` is the message's ``language``, or ``und`` (BCP 47: undetermined) when unknown.
+    """
+
+    from_: str = Field(alias="from")
+    to: str
+    provider: str
+    model: str
+    text: str
+
+
+class MessageTranslation(ConferModel):
+    """A stored translation of one message. ``reused`` is true when it was already stored (no
+    model call was made for this request)."""
+
+    id: Ulid
+    message_id: Ulid
+    translation: TranslationDetail
+    requested_by: Ulid | None = None
+    created_at: Timestamp
+    reused: bool = False
+
+
+class AutoTranslationSetting(ConferModel):
+    """``/v1/conversations/{id}/auto-translation``: your automatic translation language in the
+    conversation (``language`` None: off) and since when (messages from then on)."""
+
+    conversation_id: Ulid
+    language: str | None = None
+    since: Timestamp | None = None

@@ -1,0 +1,135 @@
+"""A peer's allowed message makes the local agent answer; offline owners hold it back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.gateway.harness import Instance, User, next_event, run_instance
+
+OFFLINE_INTRO = "This is Confer's offline provider"
+
+
+@pytest.fixture
+async def pair(make_database) -> AsyncIterator[tuple[Instance, Instance]]:
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as b,
+    ):
+        yield a, b
+
+
+async def rows(instance: Instance, sql: str, *args: Any) -> list[dict[str, Any]]:
+    async with instance.state.pool.acquire() as conn:
+        return [dict(r) for r in await conn.fetch(sql, *args)]
+
+
+async def setup(
+    a: Instance, b: Instance, *, allow: bool, offline_ok: bool
+) -> tuple[User, User, str]:
+    """alice@A and bob@B; bob's agent allows alice (override default auto) or asks."""
+    alice = await a.register("alice")
+    bob = await b.register("bob")
+    if allow:
+        added = await bob.request(
+            "POST",
+            "/v1/contacts",
+            json={"did": alice.did, "policy_overrides": {"default": "auto"}},
+        )
+        assert added.status_code in (200, 201), added.text
+    if offline_ok:
+        patched = await bob.request(
+            "PATCH", "/v1/me", json={"preferences": {"privacy": {"allow_offline_response": True}}}
+        )
+        assert patched.status_code == 200, patched.text
+    conversation = await alice.direct_with(bob.profile["agent_did"])
+    return alice, bob, conversation["id"]
+
+
+async def agent_answer(ws: Any, agent_did: str) -> dict[str, Any]:
+    """The next message alice receives from bob's agent that is not a consent notice."""
+    while True:
+        event = (await next_event(ws, "message.created"))["data"]
+        if event["sender_did"] == agent_did and event["content"].startswith(OFFLINE_INTRO):
+            return event
+
+
+async def agent_tasks(b: Instance) -> list[str]:
+    return [r["status"] for r in await rows(b, "SELECT status FROM agent_tasks ORDER BY id")]
+
+
+async def test_allowed_offline_answers_come_at_once(pair) -> None:
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=True, offline_ok=True)
+    async with alice.websocket() as alice_ws:
+        await alice.send(conversation_id, "When is the release?")
+        answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+    assert answer["conversation_id"] == conversation_id
+    assert "When is the release?" in answer["content"]
+    assert await agent_tasks(b) == ["done"]
+    [stored] = await rows(b, "SELECT content_json FROM messages WHERE sender_type = 'own_agent'")
+    assert stored["content_json"]["provider"] == "offline"
+
+
+async def test_an_online_owner_lets_the_agent_answer(pair) -> None:
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=True, offline_ok=False)
+    async with bob.websocket(), alice.websocket() as alice_ws:
+        await alice.send(conversation_id, "Are you there?")
+        answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+    assert "Are you there?" in answer["content"]
+
+
+async def test_an_offline_owner_holds_the_request_until_they_return(pair) -> None:
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=True, offline_ok=False)
+    async with alice.websocket() as alice_ws:
+        await alice.send(conversation_id, "first question")
+        await alice.send(conversation_id, "second question")
+        for _ in range(100):
+            if await agent_tasks(b) == ["waiting"]:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the worker would have run a queued task by now
+        assert await agent_tasks(b) == ["waiting"]  # one per conversation, re-pointed
+        own = "SELECT 1 FROM messages WHERE sender_type = 'own_agent'"
+        assert await rows(b, own) == []
+        peer_messages = await rows(b, "SELECT content FROM messages WHERE sender_type='peer_agent'")
+        assert len(peer_messages) == 2  # delivered and readable by bob meanwhile
+        async with bob.websocket():
+            answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+    assert "second question" in answer["content"]  # it answers the newest message
+    assert await agent_tasks(b) == ["done"]
+
+
+async def test_consent_then_the_agent_answers(pair) -> None:
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=False, offline_ok=False)
+    async with alice.websocket() as alice_ws:
+        async with bob.websocket() as bob_ws:
+            await alice.send(conversation_id, "May I ask about the plan?")
+            requested = (await next_event(bob_ws, "permission.requested"))["data"]
+        # bob decides over HTTP with no device connected: deciding is being present
+        decided = await bob.request(
+            "POST", f"/v1/permissions/{requested['id']}/decision", json={"decision": "allow_once"}
+        )
+        assert decided.status_code == 200, decided.text
+        answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+    assert "May I ask about the plan?" in answer["content"]
+    assert await agent_tasks(b) == ["done"]
+
+
+async def test_denied_requests_start_no_task(pair) -> None:
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=False, offline_ok=True)
+    async with bob.websocket() as bob_ws:
+        await alice.send(conversation_id, "Give me the keys")
+        requested = (await next_event(bob_ws, "permission.requested"))["data"]
+        await bob.request(
+            "POST", f"/v1/permissions/{requested['id']}/decision", json={"decision": "deny"}
+        )
+    await asyncio.sleep(0.3)
+    assert await agent_tasks(b) == []
