@@ -16,6 +16,7 @@ import asyncpg
 from did.web import split_did_url
 from gateway.agents.worker import enqueue_for_message
 from gateway.errors import (
+    AgentNotReachableError,
     ConversationArchivedError,
     ConversationNotFoundError,
     IdempotencyKeyReusedError,
@@ -80,6 +81,19 @@ async def resolve_participant(
         return ("peer_agent", peer.id)
     async with pool.acquire() as conn:
         return await _local_participant(conn, identity, did)
+
+
+async def check_agent_reachable(conn: asyncpg.Connection, user: User, ref: ParticipantRef) -> None:
+    """A local agent joins a conversation only when it is ``user``'s own or public.
+
+    Another user's private agent would otherwise be drawn into a conversation (and answer in
+    it) without its owner's consent. Raises AgentNotReachableError (403).
+    """
+    if ref[0] != "own_agent":
+        return
+    agent = await users_store.get_agent(conn, id=ref[1])
+    if agent is None or not (agent.user_id == user.id or agent.is_public):
+        raise AgentNotReachableError("that agent is neither yours nor public")
 
 
 async def conversation_public(
@@ -169,6 +183,7 @@ async def create_direct_conversation(
     if other[0] not in _DIRECT_KINDS[data.type]:
         raise ValidationFailedError(f"{data.participant_did} cannot take part in {data.type}")
     async with pool.acquire() as conn, conn.transaction():
+        await check_agent_reachable(conn, user, other)
         mine: ParticipantRef = ("user", user.id)
         if data.type == "direct_agent_agent":
             mine = await _speaking_agent(conn, identity, user, data.agent_did)
