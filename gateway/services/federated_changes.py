@@ -23,6 +23,7 @@ from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_messa
 from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub, Outgoing
+from gateway.services import unread
 from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
@@ -130,6 +131,8 @@ async def apply_change(
             },
         )
     if outgoing is not None:
+        if kind == "delete" and message is not None:
+            await unread.invalidate(state.hub.ephemeral, message.conversation_id)
         await state.hub.send(outgoing)
     answer = f"{kind.capitalize()} applied." if applied else "Nothing to change."
     reply = agent_text_message(

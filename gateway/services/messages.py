@@ -21,7 +21,7 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes
+from gateway.services import federated_changes, unread
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
 from gateway.services.participants import require_membership
@@ -157,6 +157,7 @@ async def delete_message(
         await change_store.drop_pending_deliveries(conn, message_id=message_id)
         await federated_changes.queue_delete(conn, message_id, conversation_id)
         outgoing = await hub.append(conn, users, MESSAGE_DELETED, tombstone)
+    await unread.invalidate(hub.ephemeral, conversation_id)
     await hub.send(outgoing)
 
 
