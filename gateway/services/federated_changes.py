@@ -15,6 +15,7 @@ everywhere (row, versions, stream events) and emits the ``message.deleted`` tomb
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -31,6 +32,9 @@ from gateway.store import federated_changes as store
 from gateway.store import federation as federation_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
+from gateway.store import permissions as permissions_store
+from gateway.store import tasks as tasks_store
+from gateway.store.tasks import TaskRow
 from models import Message
 
 MESSAGE_EDITED = "message.edited"
@@ -98,10 +102,27 @@ def change_of(params: SendMessageParams) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+@dataclass
+class _Applied:
+    """What one change did, to publish once its transaction committed."""
+
+    outgoing: list[Outgoing] = field(default_factory=list)
+    invalidate: list[str] = field(default_factory=list)
+    task: TaskRow | None = None
+    message_id: str | None = None
+    held_task_id: str | None = None
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.outgoing or self.task or self.held_task_id)
+
+
 async def apply_change(
     state: AppState, caller: A2ACaller, params: SendMessageParams, text: str
 ) -> dict[str, Any]:
-    """Apply a peer's edit or delete to the stored copy; returns the ``SendMessage`` result.
+    """Apply a peer's edit or delete to the stored copy — or to its message still held for the
+    owner's consent (an edit replaces the held text; a delete withdraws the request and erases
+    the text). Returns the ``SendMessage`` result (``{"message": …}``).
 
     Raises InvalidParamsError for API-key callers (changes travel between instances only).
     """
@@ -110,39 +131,109 @@ async def apply_change(
     kind, change = found
     if caller.peer is None:
         raise InvalidParamsError("Invalid params: edits and deletes travel between instances")
-    outgoing, applied = None, False
     async with state.pool.acquire() as conn, conn.transaction():
+        done = _Applied()
         message = await _own_copy(conn, caller, change["messageId"])
         if message is not None:
+            done.message_id = message.id
             if kind == "edit":
-                outgoing = await _edit(conn, state.hub, message, text, change.get("version"))
+                edited = await _edit(conn, state.hub, message, text, change.get("version"))
+                done.outgoing += [edited] if edited else []
             else:
-                outgoing = await _delete(conn, state.hub, message)
-            applied = outgoing is not None
-        await audit_store.insert_audit(
-            conn,
-            action="federation.inbound",
-            details={
-                "method": f"SendMessage/{kind}",
-                "caller": caller.ref,
-                "remote_message_id": change["messageId"],
-                "message_id": message.id if message else None,
-                "applied": applied,
-            },
-        )
-    if outgoing is not None:
-        if kind == "delete" and message is not None:
-            await unread.invalidate(state.hub.ephemeral, message.conversation_id)
+                done.outgoing.append(await _delete(conn, state.hub, message))
+                done.invalidate.append(message.conversation_id)
+        else:
+            await _change_held(conn, state, caller, kind, change["messageId"], text, done)
+        await _audit(conn, caller, kind, change["messageId"], done)
+    for conversation_id in done.invalidate:
+        await unread.invalidate(state.hub.ephemeral, conversation_id)
+    for outgoing in done.outgoing:
         await state.hub.send(outgoing)
-    answer = f"{kind.capitalize()} applied." if applied else "Nothing to change."
+    if done.task is not None:
+        state.task_events.publish(done.task)
+    answer = f"{kind.capitalize()} applied." if done.applied else "Nothing to change."
     reply = agent_text_message(
         answer,
         message_id=new_id(),
         context_id=params.message.contextId or new_id(),
         task_id=new_id(),
-        data={"applied": applied, "messageId": change["messageId"]},
+        data={"applied": done.applied, "messageId": change["messageId"]},
     )
     return {"message": reply}
+
+
+async def _audit(
+    conn: asyncpg.Connection, caller: A2ACaller, kind: str, remote_id: str, done: _Applied
+) -> None:
+    await audit_store.insert_audit(
+        conn,
+        action="federation.inbound",
+        details={
+            "method": f"SendMessage/{kind}",
+            "caller": caller.ref,
+            "remote_message_id": remote_id,
+            "message_id": done.message_id,
+            "task_id": done.task.id if done.task else done.held_task_id,
+            "applied": done.applied,
+        },
+    )
+
+
+async def _change_held(
+    conn: asyncpg.Connection,
+    state: AppState,
+    caller: A2ACaller,
+    kind: str,
+    remote_id: str,
+    text: str,
+    done: _Applied,
+) -> None:
+    """Edit or withdraw the caller's message ``remote_id`` while it waits for consent."""
+    task = await tasks_store.get_task_by_remote(
+        conn, caller=caller.ref, remote_message_id=remote_id
+    )
+    if task is None or task.state != "TASK_STATE_AUTH_REQUIRED" or not task.permission_id:
+        return
+    if kind == "edit":
+        await store.replace_held_text(
+            conn,
+            task_id=task.id,
+            permission_id=task.permission_id,
+            owner_id=task.user_id,
+            text=text,
+        )
+        done.held_task_id = task.id
+        return
+    status = agent_text_message(
+        "Withdrawn: the sender deleted the message.",
+        message_id=new_id(),
+        context_id=task.context_id,
+        task_id=task.id,
+    )
+    done.task = await tasks_store.update_task_state(
+        conn,
+        id=task.id,
+        state="TASK_STATE_CANCELED",
+        status_message=status,
+        now=state.clock.now(),
+        from_states=("TASK_STATE_AUTH_REQUIRED",),
+    )
+    await permissions_store.decide_permission(
+        conn,
+        id=task.permission_id,
+        decision="deny",
+        decision_scope=None,
+        decided_by=None,
+        now=state.clock.now(),
+    )
+    notices = await store.erase_held_text(
+        conn, task_id=task.id, permission_id=task.permission_id, owner_id=task.user_id
+    )
+    for notice in notices:
+        withdrawn = await messages_store.get_message(conn, id=notice["id"])
+        assert withdrawn is not None
+        done.outgoing.append(await _delete(conn, state.hub, withdrawn))
+        done.invalidate.append(withdrawn.conversation_id)
 
 
 async def _own_copy(conn: asyncpg.Connection, caller: A2ACaller, remote_id: str) -> Message | None:

@@ -151,3 +151,42 @@ async def test_delete_before_delivery_sends_nothing(pair) -> None:
     assert (await alice.request("DELETE", path)).status_code == 204
     assert await rows(a, "SELECT id FROM federation_outbox") == []
     assert await rows(b, "SELECT id FROM messages WHERE sender_type = 'peer_agent'") == []
+
+
+async def test_changes_reach_a_message_held_for_consent(pair) -> None:
+    a, b = pair
+    alice, bob = await a.register("alice"), await b.register("bob")
+    conversation = await alice.direct_with(bob.profile["agent_did"])  # bob's policy: ask
+    cid = conversation["id"]
+    async with bob.websocket() as bob_ws:
+        sent = await alice.send(cid, "please share the draft")
+        notice = (await next_event(bob_ws, "message.created"))["data"]
+        assert notice["content_type"] == "permission_request"
+        path = f"/v1/conversations/{cid}/messages/{sent['id']}"
+        edited = await alice.request("PATCH", path, json={"content": "share v2", "version": 1})
+        assert edited.status_code == 200
+        await delivered(a, 2)
+        [permission] = await rows(b, "SELECT id, scope_json FROM permissions")
+        assert permission["scope_json"]["text"] == "share v2"
+        [held] = await rows(b, "SELECT content FROM messages WHERE id = $1", notice["id"])
+        assert held["content"].endswith(": share v2")
+        [task] = await rows(b, "SELECT history_json FROM a2a_tasks")
+        assert task["history_json"][0]["parts"] == [{"text": "share v2"}]
+
+        assert (await alice.request("DELETE", path)).status_code == 204
+        tombstone = (await next_event(bob_ws, "message.deleted"))["data"]
+    assert tombstone["id"] == notice["id"]
+    await delivered(a, 3)
+    [task] = await rows(b, "SELECT state, history_json::text AS h FROM a2a_tasks")
+    assert task["state"] == "TASK_STATE_CANCELED"
+    [permission] = await rows(b, "SELECT id, decision, scope_json FROM permissions")
+    assert permission["decision"] == "deny" and "text" not in permission["scope_json"]
+    for table, column in (("messages", "content"), ("user_events", "data_json::text")):
+        found = await rows(b, f"SELECT {column} AS v FROM {table}")
+        assert not any(r["v"] and "share" in r["v"] for r in found), table
+    assert "share" not in task["h"]
+    # The owner can no longer approve it.
+    decided = await bob.request(
+        "POST", f"/v1/permissions/{permission['id']}/decision", json={"decision": "allow_once"}
+    )
+    assert decided.status_code == 409 and decided.json()["code"] == "permission_decided"
