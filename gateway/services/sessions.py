@@ -17,6 +17,7 @@ them at once.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -189,7 +190,7 @@ class DeviceSessions:
             details={"session_id": session_id, "age_seconds": round(age, 3)},
             ip_address=ip,
         )
-        return pair
+        return dataclasses.replace(pair, expires_in=max(1, pair.expires_in - int(age)))
 
     async def _rotate(
         self, conn: asyncpg.Connection, session_id: str, refresh_token: str, ip: str | None

@@ -244,7 +244,7 @@ async def update_conversation(
              name = COALESCE($2, name),
              archived_at = CASE WHEN $3::boolean IS NULL THEN archived_at
                                 WHEN $3 THEN COALESCE(archived_at, NOW()) ELSE NULL END,
-             updated_at = NOW()
+             updated_at = GREATEST(clock_timestamp(), updated_at + interval '1 microsecond')
            WHERE id = $1 RETURNING *""",
         conversation_id,
         name,
