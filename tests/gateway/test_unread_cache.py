@@ -43,9 +43,11 @@ async def unread(user: User, conversation_id: str) -> int:
 
 async def test_two_processes_share_exact_counts_through_redis(database_url: str) -> None:
     redis = Redis.from_url(REDIS_URL)
+    # Own rate-limit buckets: registrations here must not use up other tests' budget.
+    shared = {"redis_url": REDIS_URL, "rate_limit_prefix": f"test-unread-{new_id()}"}
     async with (
-        run_instance(database_url, redis_url=REDIS_URL) as one,
-        run_instance(database_url, redis_url=REDIS_URL) as two,  # same database, 2nd process
+        run_instance(database_url, **shared) as one,
+        run_instance(database_url, **shared) as two,  # same database, 2nd process
     ):
         alice = await one.register("alice")
         bob_one = await one.register("bob")
