@@ -119,24 +119,7 @@ async def request_consent(
         requested_by=requester.id,
         expires_at=expires_at,
     )
-    notice = await messages_store.insert_message(
-        conn,
-        id=new_id(),
-        conversation_id=conversation_id,
-        sender_type="system",
-        sender_id=permission.id,
-        sender_did=None,
-        content_type="permission_request",
-        content=f"{requester.username} asks to {action} ({result.level}): {text[:200]}",
-        content_json={
-            "permission_id": permission.id,
-            "peer_did": requester.did,
-            "action": action,
-            "level": result.level,
-            "task_id": task_id,
-            "expires_at": expires_at.isoformat(),
-        },
-    )
+    notice = await _notice(conn, permission, requester.username, requester.did, text)
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     await audit_store.insert_audit(
         conn,
@@ -145,6 +128,32 @@ async def request_consent(
         details={"permission_id": permission.id, "peer": requester.did, "level": result.level},
     )
     return permission, notice
+
+
+async def _notice(
+    conn: asyncpg.Connection, permission: PermissionRow, name: str, did: str, text: str
+) -> Message:
+    """The owner's ``permission_request`` message in the conversation of the request."""
+    scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
+    assert permission.expires_at is not None
+    return await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="system",
+        sender_id=permission.id,
+        sender_did=None,
+        content_type="permission_request",
+        content=f"{name} asks to {permission.action} ({permission.level}): {text[:200]}",
+        content_json={
+            "permission_id": permission.id,
+            "peer_did": did,
+            "action": permission.action,
+            "level": permission.level,
+            "task_id": scope["task_id"],
+            "expires_at": permission.expires_at.isoformat(),
+        },
+    )
 
 
 def is_local_request(permission: PermissionRow) -> bool:
@@ -167,23 +176,7 @@ async def settle(
     messages: list[Message] = []
     delivered_id = None
     if allowed:
-        text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
-        delivered = await messages_store.insert_message(
-            conn,
-            id=new_id(),
-            conversation_id=conversation_id,
-            sender_type="user",
-            sender_id=requester_id,
-            sender_did=scope["requester_did"],
-            content=text,
-            via="api",
-        )
-        await federation_store.insert_inbox(
-            conn,
-            origin_did=scope["caller"],
-            remote_message_id=task.remote_message_id or delivered.id,
-            message_id=delivered.id,
-        )
+        delivered = await _deliver_held(conn, scope, task)
         messages.append(delivered)
         delivered_id = delivered.id
         answer = "Approved: your request was delivered."
@@ -208,18 +201,42 @@ async def settle(
         from_states=("TASK_STATE_AUTH_REQUIRED",),
     )
     assert settled is not None
-    agent = await users_store.get_agent(conn, id=scope["agent_id"])
-    assert agent is not None
-    messages.append(
-        await messages_store.insert_message(
-            conn,
-            id=new_id(),
-            conversation_id=conversation_id,
-            sender_type="own_agent",
-            sender_id=agent.id,
-            sender_did=agent.did,
-            content=answer,
-        )
-    )
+    messages.append(await _agent_answer(conn, scope, answer))
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return settled, messages, requester_id
+
+
+async def _deliver_held(conn: asyncpg.Connection, scope: dict[str, Any], task: TaskRow) -> Message:
+    """Store the held message as the requester's (``via = 'api'``), de-duplicated."""
+    text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
+    delivered = await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="user",
+        sender_id=scope["requester_user_id"],
+        sender_did=scope["requester_did"],
+        content=text,
+        via="api",
+    )
+    await federation_store.insert_inbox(
+        conn,
+        origin_did=scope["caller"],
+        remote_message_id=task.remote_message_id or delivered.id,
+        message_id=delivered.id,
+    )
+    return delivered
+
+
+async def _agent_answer(conn: asyncpg.Connection, scope: dict[str, Any], text: str) -> Message:
+    agent = await users_store.get_agent(conn, id=scope["agent_id"])
+    assert agent is not None
+    return await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="own_agent",
+        sender_id=agent.id,
+        sender_did=agent.did,
+        content=text,
+    )
