@@ -426,6 +426,10 @@ class ContactNotFoundError(NotFoundError):
     code, title = "contact_not_found", "No such contact"
 
 
+class AgentNotReachableError(ForbiddenError):
+    code, title = "agent_not_reachable", "That agent belongs to another user and is not public"
+
+
 class PeerBlockedError(ForbiddenError):
     code, title = "peer_blocked", "The recipient does not accept requests from this peer"
 

@@ -43,6 +43,12 @@ class Settings(BaseSettings):
 
     access_token_ttl_seconds: int = Field(default=900, gt=0)
     session_ttl_seconds: int = Field(default=30 * 24 * 3600, gt=0)
+    refresh_grace_seconds: int = Field(
+        default=10,
+        ge=0,
+        description="Re-presenting the refresh token just rotated away within this many "
+        "seconds returns the same new pair (two tabs refreshing at once); later it revokes.",
+    )
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
 

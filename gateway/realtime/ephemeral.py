@@ -1,4 +1,5 @@
-"""Short-lived shared state: rate-limit slots, presence and typing (never the source of truth).
+"""Short-lived shared state: rate-limit slots, presence, typing and cached counters (never the
+source of truth).
 
 ``EphemeralStore`` is the interface; ``MemoryEphemeralStore`` keeps it in this process (the
 default); ``gateway.realtime.redis_store.RedisEphemeralStore`` shares it between gateway
@@ -26,6 +27,18 @@ class EphemeralStore(ABC):
     async def device_offline(self, user_id: str, device: str) -> bool:
         """Forget a device; True when it was the user's last (the user went offline)."""
 
+    @abstractmethod
+    async def get_counter(self, key: str) -> int | None:
+        """The integer stored at ``key``, or None when absent (expired, evicted, never set)."""
+
+    @abstractmethod
+    async def set_counter(self, key: str, value: int, ttl: float) -> None:
+        """Store ``value`` at ``key`` for ``ttl`` seconds."""
+
+    @abstractmethod
+    async def incr(self, key: str) -> int:
+        """Add 1 to the integer at ``key`` (0 when absent, kept without expiry); the new value."""
+
     async def close(self) -> None:
         """Release connections; safe to call more than once."""
         return None
@@ -37,6 +50,7 @@ class MemoryEphemeralStore(EphemeralStore):
     def __init__(self) -> None:
         self._slots: dict[str, float] = {}
         self._devices: dict[str, set[str]] = {}
+        self._counters: dict[str, tuple[int, float]] = {}
 
     async def allow(self, key: str, interval: float) -> bool:
         now = time.monotonic()
@@ -61,3 +75,18 @@ class MemoryEphemeralStore(EphemeralStore):
             return False
         del self._devices[user_id]
         return True
+
+    async def get_counter(self, key: str) -> int | None:
+        value, until = self._counters.get(key, (0, 0.0))
+        return value if until > time.monotonic() else None
+
+    async def set_counter(self, key: str, value: int, ttl: float) -> None:
+        now = time.monotonic()
+        if len(self._counters) > 100_000:  # bound the memory: drop expired entries
+            self._counters = {k: v for k, v in self._counters.items() if v[1] > now}
+        self._counters[key] = (value, now + ttl)
+
+    async def incr(self, key: str) -> int:
+        value = (await self.get_counter(key) or 0) + 1
+        self._counters[key] = (value, float("inf"))
+        return value

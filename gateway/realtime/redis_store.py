@@ -3,6 +3,8 @@
 - ``presence:{user_id}``: the SET of connected device ids (SADD/SREM + SCARD in one MULTI, so
   exactly one process sees the first device arrive and the last one leave).
 - ``ratelimit:{key}``: a rate-limit slot, ``SET NX PX`` (e.g. ``ratelimit:typing:{conv}:{user}``).
+- ``unread:…``: cached unread counters (``SET EX`` / ``GET``) and per-conversation generations
+  (``INCR``), see :mod:`gateway.services.unread`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ class RedisEphemeralStore(EphemeralStore):
             pipe.scard(f"presence:{user_id}")
             removed, count = await pipe.execute()
         return bool(removed == 1 and count == 0)
+
+    async def get_counter(self, key: str) -> int | None:
+        value = await self._redis.get(key)
+        return int(value) if value is not None else None
+
+    async def set_counter(self, key: str, value: int, ttl: float) -> None:
+        await self._redis.set(key, value, px=max(1, int(ttl * 1000)))
+
+    async def incr(self, key: str) -> int:
+        return int(await self._redis.incr(key))
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -12,6 +12,7 @@ from gateway.ids import is_ulid
 from gateway.routes import problems
 from gateway.services import conversations as service
 from gateway.services import participants
+from gateway.services.unread import cache_of
 from models import Message
 from models.api import (
     ConversationCreate,
@@ -52,7 +53,7 @@ async def list_conversations(
     current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200)] = 50
 ) -> list[ConversationPublic]:
     """The caller's conversations, most recently active first."""
-    return await service.list_conversations(state.pool, current.user, limit)
+    return await service.list_conversations(state.pool, current.user, limit, cache_of(state))
 
 
 def checked_id(conversation_id: str) -> str:
@@ -67,7 +68,9 @@ async def get_conversation(
     conversation_id: str, current: Current, state: State
 ) -> ConversationPublic:
     """A conversation the caller takes part in."""
-    return await service.get_conversation(state.pool, current.user, checked_id(conversation_id))
+    return await service.get_conversation(
+        state.pool, current.user, checked_id(conversation_id), cache_of(state)
+    )
 
 
 @router.post(

@@ -26,7 +26,7 @@ from a2a.protocol import (
     message_text,
 )
 from gateway.a2a_callers import A2ACaller
-from gateway.services import federation
+from gateway.services import federated_changes, federation
 from gateway.services import tasks as tasks_service
 from gateway.services.tasks import Recipient, status_update, task_json
 from gateway.state import AppState
@@ -80,7 +80,17 @@ async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
 
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
-    """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId)."""
+    """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
+    a peer's edit or delete of an earlier message → ``{"message": Message}``."""
+    params = _params(SendMessageParams, raw)
+    change = federated_changes.change_of(params)
+    if change is not None:
+        text = ""
+        if change[0] == "edit":
+            text = message_text(params.message, ctx.state.settings.max_message_chars)
+        federation.check_sender(ctx.caller, params)
+        await _recipient(ctx, params)
+        return await federated_changes.apply_change(ctx.state, ctx.caller, params, text)
     task, _ = await _send(ctx, raw)
     return {"task": task_json(task)}
 

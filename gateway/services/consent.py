@@ -22,6 +22,7 @@ from a2a.protocol import agent_text_message
 from gateway.agents.peer_tasks import enqueue_for_peer
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
+from gateway.services import key_consent
 from gateway.services.conversations import MESSAGE_CREATED, send_message_params
 from gateway.services.policy import Verdict
 from gateway.services.tasks import Recipient
@@ -49,6 +50,7 @@ class Outcome:
     permission: PermissionRow
     task: TaskRow | None = None
     messages: list[Message] = field(default_factory=list)
+    also_notify: list[str] = field(default_factory=list)
 
 
 def permission_json(permission: PermissionRow) -> dict[str, Any]:
@@ -127,8 +129,9 @@ def publish_request(
 
 def publish_outcome(state: AppState, outcome: Outcome) -> None:
     """Tell the owner's devices (and task subscribers) about a committed decision."""
+    users = list(dict.fromkeys([outcome.owner_id, *outcome.also_notify]))
     for message in outcome.messages:
-        state.hub.publish([outcome.owner_id], MESSAGE_CREATED, message.model_dump(mode="json"))
+        state.hub.publish(users, MESSAGE_CREATED, message.model_dump(mode="json"))
     state.hub.publish([outcome.owner_id], PERMISSION_DECIDED, permission_json(outcome.permission))
     if outcome.task is not None:
         state.task_events.publish(outcome.task)
@@ -226,6 +229,11 @@ async def _resolve(
     peer = await peers_store.get_peer(conn, id=permission.peer_id or "")
     if task is not None and peer is not None and task.state == "TASK_STATE_AUTH_REQUIRED":
         outcome.task, outcome.messages = await _settle(conn, state, decided, task, peer)
+    elif task is not None and task.state == "TASK_STATE_AUTH_REQUIRED":
+        if key_consent.is_local_request(decided):
+            settled = await key_consent.settle(conn, state, decided, task)
+            outcome.task, outcome.messages, requester = settled
+            outcome.also_notify.append(requester)
     await audit_store.insert_audit(
         conn,
         action="permission.decided",

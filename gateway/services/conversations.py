@@ -16,6 +16,7 @@ import asyncpg
 from did.web import split_did_url
 from gateway.agents.worker import enqueue_for_message
 from gateway.errors import (
+    AgentNotReachableError,
     ConversationArchivedError,
     ConversationNotFoundError,
     IdempotencyKeyReusedError,
@@ -25,11 +26,13 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.ids import new_id
+from gateway.realtime.ephemeral import EphemeralStore
 from gateway.realtime.hub import EventHub, Outgoing
 from gateway.services.attachments import link_to_message
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
+from gateway.services.unread import unread_count
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import message_changes as change_store
@@ -82,11 +85,29 @@ async def resolve_participant(
         return await _local_participant(conn, identity, did)
 
 
+async def check_agent_reachable(conn: asyncpg.Connection, user: User, ref: ParticipantRef) -> None:
+    """A local agent joins a conversation only when it is ``user``'s own or public.
+
+    Another user's private agent would otherwise be drawn into a conversation (and answer in
+    it) without its owner's consent. Raises AgentNotReachableError (403).
+    """
+    if ref[0] != "own_agent":
+        return
+    agent = await users_store.get_agent(conn, id=ref[1])
+    if agent is None or not (agent.user_id == user.id or agent.is_public):
+        raise AgentNotReachableError("that agent is neither yours nor public")
+
+
 async def conversation_public(
-    conn: asyncpg.Connection, conversation: ConversationRow, *, viewer: User | None = None
+    conn: asyncpg.Connection,
+    conversation: ConversationRow,
+    *,
+    viewer: User | None = None,
+    unread_cache: EphemeralStore | None = None,
 ) -> ConversationPublic:
     """The conversation with its participants; with ``viewer``, also their own membership
-    (role, notification, last_read_at, exact unread count)."""
+    (role, notification, last_read_at, exact unread count — cached in ``unread_cache``, see
+    :mod:`gateway.services.unread`)."""
     rows = await conv_store.list_participants(conn, conversation_id=conversation.id)
     membership = None
     if viewer is not None:
@@ -94,8 +115,8 @@ async def conversation_public(
             conn, conversation_id=conversation.id, user_id=viewer.id
         )
         if mine is not None:
-            unread = await messages_store.count_unread(
-                conn, conversation_id=conversation.id, participant_id=mine.id, user_id=viewer.id
+            unread = await unread_count(
+                conn, unread_cache, conversation=conversation, membership=mine, user_id=viewer.id
             )
             membership = MembershipPublic(
                 participant_id=mine.id,
@@ -169,6 +190,7 @@ async def create_direct_conversation(
     if other[0] not in _DIRECT_KINDS[data.type]:
         raise ValidationFailedError(f"{data.participant_did} cannot take part in {data.type}")
     async with pool.acquire() as conn, conn.transaction():
+        await check_agent_reachable(conn, user, other)
         mine: ParticipantRef = ("user", user.id)
         if data.type == "direct_agent_agent":
             mine = await _speaking_agent(conn, identity, user, data.agent_did)
@@ -198,7 +220,10 @@ async def create_direct_conversation(
 
 
 async def get_conversation(
-    pool: asyncpg.Pool, user: User, conversation_id: str
+    pool: asyncpg.Pool,
+    user: User,
+    conversation_id: str,
+    unread_cache: EphemeralStore | None = None,
 ) -> ConversationPublic:
     """A conversation the user takes part in. Raises ConversationNotFoundError otherwise."""
     async with pool.acquire() as conn:
@@ -207,16 +232,20 @@ async def get_conversation(
         )
         if conversation is None:
             raise ConversationNotFoundError(f"no conversation {conversation_id}")
-        return await conversation_public(conn, conversation, viewer=user)
+        return await conversation_public(conn, conversation, viewer=user, unread_cache=unread_cache)
 
 
 async def list_conversations(
-    pool: asyncpg.Pool, user: User, limit: int
+    pool: asyncpg.Pool, user: User, limit: int, unread_cache: EphemeralStore | None = None
 ) -> list[ConversationPublic]:
-    """The user's conversations, most recently active first."""
+    """The user's conversations, most recently active first (unread counts cached in
+    ``unread_cache`` when given)."""
     async with pool.acquire() as conn:
         rows = await conv_store.list_conversations_for_user(conn, user_id=user.id, limit=limit)
-        return [await conversation_public(conn, row, viewer=user) for row in rows]
+        return [
+            await conversation_public(conn, row, viewer=user, unread_cache=unread_cache)
+            for row in rows
+        ]
 
 
 async def check_can_post(

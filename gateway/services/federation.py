@@ -23,7 +23,7 @@ from gateway.errors import (
     RecipientNotFoundError,
 )
 from gateway.ids import new_id
-from gateway.services import consent, policy
+from gateway.services import consent, key_consent, policy
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.direct import api_conversation, peer_conversation
@@ -189,7 +189,10 @@ async def _verdict(
     params: SendMessageParams,
     text: str,
 ) -> policy.Verdict | None:
-    """The agent's policy verdict for a signed peer; None where no agent policy applies."""
+    """The agent's policy verdict for a signed peer, or for an API-key caller reaching another
+    user's agent (:mod:`gateway.services.key_consent`); None where no agent policy applies."""
+    if key_consent.applies(caller, recipient):
+        return await key_consent.verdict(conn, caller, recipient, requested_action(params), text)
     if caller.peer is None or recipient.agent_id is None:
         return None
     agent = await users_store.get_agent(conn, id=recipient.agent_id)
@@ -229,7 +232,8 @@ async def _hold_for_consent(
     text: str,
     verdict: policy.Verdict,
 ) -> tuple[TaskRow, tuple[PermissionRow, Message]]:
-    assert caller.peer is not None
+    if caller.peer is None:
+        return await _hold_for_key_consent(state, conn, caller, recipient, params, text, verdict)
     peer = caller.peer.peer
     conversation_id = await peer_conversation(conn, recipient, peer.id)
     await peers_store.upsert_contact(
@@ -246,6 +250,32 @@ async def _hold_for_consent(
         text=text,
         task_id=task_id,
         conversation_id=conversation_id,
+    )
+    task = await _open_task(
+        state, conn, caller, recipient, params, None, permission.id, task_id=task_id
+    )
+    return task, (permission, message)
+
+
+async def _hold_for_key_consent(
+    state: AppState,
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
+    verdict: policy.Verdict,
+) -> tuple[TaskRow, tuple[PermissionRow, Message]]:
+    task_id = new_id()
+    permission, message = await key_consent.request_consent(
+        conn,
+        state,
+        caller=caller,
+        recipient=recipient,
+        result=verdict,
+        action=requested_action(params),
+        text=text,
+        task_id=task_id,
     )
     task = await _open_task(
         state, conn, caller, recipient, params, None, permission.id, task_id=task_id

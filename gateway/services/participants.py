@@ -22,7 +22,11 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub, Outgoing
-from gateway.services.conversations import conversation_public, resolve_participant
+from gateway.services.conversations import (
+    check_agent_reachable,
+    conversation_public,
+    resolve_participant,
+)
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
 from gateway.store import conversations as conv_store
@@ -105,6 +109,8 @@ async def create_group(
         dids.remove(user.did)
     refs = [await resolve_participant(pool, identity, peers, did) for did in dids]
     async with pool.acquire() as conn, conn.transaction():
+        for ref in refs:
+            await check_agent_reachable(conn, user, ref)
         conversation = await conv_store.insert_conversation(
             conn, type="group", name=data.name, created_by=user.id
         )
@@ -143,6 +149,7 @@ async def add_participant(
         _require_admin(membership)
         if conversation.type != "group":
             raise NotAGroupError("participants can only be added to a group")
+        await check_agent_reachable(conn, user, ref)
         if await conv_store.find_participant(conn, conversation_id=conversation_id, who=ref):
             raise AlreadyParticipantError(f"{data.did} already takes part")
         row = await conv_store.insert_participant(

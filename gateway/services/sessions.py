@@ -5,12 +5,19 @@ A session row (data model ``sessions``) is one device's login chain. Its refresh
 rotates it with a compare-and-set on the hash, so of two simultaneous refreshes at most one gets
 a new pair. A refresh token that was already rotated away is remembered
 (``used_refresh_tokens``); presenting it again is treated as theft (OAuth 2.0 Security BCP,
-RFC 9700 §4.14.2): the whole session is revoked and audited. Access tokens are JWTs tied to
-the session (``gateway.services.tokens``), so revocation ends them at once.
+RFC 9700 §4.14.2): the whole session is revoked and audited — except within
+``refresh_grace_seconds`` of its rotation while its successor is still the session's current
+token (two tabs refreshing at once): then the same successor pair is returned again. The
+successor is derived from the presented token (HMAC-SHA256 keyed from the instance's token
+key), so it can be re-issued without being stored; there is never more than one valid pair.
+Access tokens are JWTs tied to the session (``gateway.services.tokens``), so revocation ends
+them at once.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -68,16 +75,25 @@ class DeviceSessions:
         self._clock = clock
         self._settings = settings
 
-    def _new_tokens(self, session_id: str, user_id: str) -> TokenPair:
+    def _derive(self, purpose: bytes, seed: str, size: int) -> str:
+        """``size`` bytes (base64url) of HMAC-SHA256 over ``seed``, keyed from the token key."""
+        raw = self._identity.token_key.private_key.private_bytes_raw()
+        key = hashlib.sha256(b"confer refresh successor\0" + raw).digest()
+        digest = hmac.new(key, purpose + b"\0" + seed.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest[:size]).rstrip(b"=").decode()
+
+    def _new_tokens(self, session_id: str, user_id: str, seed: str, issued_at: int) -> TokenPair:
+        """The pair that succeeds ``seed`` (a fresh random value, or the rotated token)."""
         ttl = self._settings.access_token_ttl_seconds
         access = issue_access_token(
             self._identity,
             user_id=user_id,
             session_id=session_id,
-            now=int(self._clock.time()),
+            now=issued_at,
             ttl=ttl,
+            jti=self._derive(b"jti", seed, 16),
         )
-        refresh = f"{session_id}.{secrets.token_urlsafe(32)}"
+        refresh = f"{session_id}.{self._derive(b'refresh', seed, 32)}"
         lifetime = self._settings.session_ttl_seconds
         return TokenPair(access, ttl, refresh, lifetime, session_id, user_id)
 
@@ -98,7 +114,9 @@ class DeviceSessions:
             expires_at=expires_at,
             now=now,
         )
-        pair = self._new_tokens(session.id, user_id)
+        pair = self._new_tokens(
+            session.id, user_id, secrets.token_urlsafe(32), int(now.timestamp())
+        )
         await sessions_store.rotate_refresh_hash(
             conn,
             id=session.id,
@@ -112,6 +130,8 @@ class DeviceSessions:
     async def refresh(self, refresh_token: str, *, ip: str | None) -> TokenPair:
         """Rotate: the presented token stops working, a new pair is returned.
 
+        Within ``refresh_grace_seconds`` of a rotation, the token rotated away gets the same
+        new pair again (audited ``auth.refresh_grace``) while that pair is still current.
         Raises RefreshTokenInvalidError (401) for an unknown, expired or revoked token, and
         for a reused one — after revoking that session and auditing ``auth.refresh_reuse``.
         """
@@ -119,7 +139,9 @@ class DeviceSessions:
         presented = hash_refresh_token(refresh_token)
         reused = False
         async with self._pool.acquire() as conn, conn.transaction():
-            pair = await self._rotate(conn, session_id, presented, ip)
+            pair = await self._rotate(conn, session_id, refresh_token, ip)
+            if pair is None:
+                pair = await self._grace(conn, session_id, refresh_token, ip)
             if pair is None:
                 reused = await self._revoke_if_reused(conn, presented, ip)
         if pair is None:
@@ -127,20 +149,58 @@ class DeviceSessions:
             raise RefreshTokenInvalidError(detail)
         return pair
 
-    async def _rotate(
-        self, conn: asyncpg.Connection, session_id: str, presented: str, ip: str | None
-    ) -> TokenPair | None:
-        now = self._clock.now()
+    async def _current_session(
+        self, conn: asyncpg.Connection, session_id: str, expected_hash: str
+    ) -> SessionRow | None:
+        """The live session of an active account whose current refresh hash is ``expected``."""
         session = await sessions_store.get_session(conn, id=session_id)
-        if session is None or session.expires_at <= now or session.refresh_token_hash is None:
+        if session is None or session.expires_at <= self._clock.now():
             return None
-        if not hmac.compare_digest(session.refresh_token_hash, presented):
+        if session.refresh_token_hash is None or not hmac.compare_digest(
+            session.refresh_token_hash, expected_hash
+        ):
             return None
         user = await users_store.get_user(conn, id=session.user_id)
         disabled = await accounts_store.get_disabled(conn, user_id=session.user_id)
         if user is None or user.deleted_at is not None or disabled is not None:
             return None
-        pair = self._new_tokens(session.id, session.user_id)
+        return session
+
+    async def _grace(
+        self, conn: asyncpg.Connection, session_id: str, refresh_token: str, ip: str | None
+    ) -> TokenPair | None:
+        """The successor pair again, for a token rotated away moments ago (else None)."""
+        used = await accounts_store.get_used_token(
+            conn, token_hash=hash_refresh_token(refresh_token)
+        )
+        if used is None or used["session_id"] != session_id:
+            return None
+        age = (self._clock.now() - used["used_at"]).total_seconds()
+        if age > self._settings.refresh_grace_seconds:
+            return None
+        issued_at = int(used["used_at"].timestamp())
+        pair = self._new_tokens(session_id, used["user_id"], refresh_token, issued_at)
+        successor = hash_refresh_token(pair.refresh_token)
+        if await self._current_session(conn, session_id, successor) is None:
+            return None  # the successor was itself rotated: this is reuse
+        await audit_store.insert_audit(
+            conn,
+            action="auth.refresh_grace",
+            user_id=used["user_id"],
+            details={"session_id": session_id, "age_seconds": round(age, 3)},
+            ip_address=ip,
+        )
+        return dataclasses.replace(pair, expires_in=max(1, pair.expires_in - int(age)))
+
+    async def _rotate(
+        self, conn: asyncpg.Connection, session_id: str, refresh_token: str, ip: str | None
+    ) -> TokenPair | None:
+        now = self._clock.now()
+        presented = hash_refresh_token(refresh_token)
+        session = await self._current_session(conn, session_id, presented)
+        if session is None:
+            return None
+        pair = self._new_tokens(session.id, session.user_id, refresh_token, int(now.timestamp()))
         expires_at = now + timedelta(seconds=self._settings.session_ttl_seconds)
         new_hash = hash_refresh_token(pair.refresh_token)
         if not await sessions_store.rotate_refresh_hash(

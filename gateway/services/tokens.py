@@ -30,14 +30,23 @@ class AccessClaims:
 
 
 def issue_access_token(
-    identity: Identity, *, user_id: str, session_id: str, now: int, ttl: int
+    identity: Identity,
+    *,
+    user_id: str,
+    session_id: str,
+    now: int,
+    ttl: int,
+    jti: str | None = None,
 ) -> str:
-    """Sign an access token valid for ``ttl`` seconds from ``now`` (UNIX seconds)."""
+    """Sign an access token valid for ``ttl`` seconds from ``now`` (UNIX seconds).
+
+    ``jti`` defaults to 128 random bits; Ed25519 signatures are deterministic (RFC 8032), so the
+    same claims give the same token."""
     claims = {
         "iss": identity.did,
         "sub": user_id,
         "sid": session_id,
-        "jti": secrets.token_urlsafe(16),
+        "jti": jti or secrets.token_urlsafe(16),
         "typ": TOKEN_TYPE,
         "iat": now,
         "exp": now + ttl,

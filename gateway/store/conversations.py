@@ -130,8 +130,17 @@ async def list_participants(
 
 
 async def touch_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
-    """Bump ``updated_at`` so the conversation sorts first in its members' lists."""
-    await conn.execute("UPDATE conversations SET updated_at = NOW() WHERE id = $1", conversation_id)
+    """Bump ``updated_at`` so the conversation sorts first in its members' lists.
+
+    Strictly increasing per conversation (never equal to an earlier value), so it also versions
+    the conversation's message set (the unread cache keys on it, ``gateway.services.unread``).
+    """
+    await conn.execute(
+        """UPDATE conversations
+           SET updated_at = GREATEST(clock_timestamp(), updated_at + interval '1 microsecond')
+           WHERE id = $1""",
+        conversation_id,
+    )
 
 
 async def list_co_participant_user_ids(conn: asyncpg.Connection, *, user_id: str) -> list[str]:
@@ -235,7 +244,7 @@ async def update_conversation(
              name = COALESCE($2, name),
              archived_at = CASE WHEN $3::boolean IS NULL THEN archived_at
                                 WHEN $3 THEN COALESCE(archived_at, NOW()) ELSE NULL END,
-             updated_at = NOW()
+             updated_at = GREATEST(clock_timestamp(), updated_at + interval '1 microsecond')
            WHERE id = $1 RETURNING *""",
         conversation_id,
         name,

@@ -156,11 +156,14 @@ async def advance_read(conn: asyncpg.Connection, *, participant_id: str, message
 async def mark_read(
     conn: asyncpg.Connection, *, participant_id: str, message_id: str, user_id: str
 ) -> datetime:
-    """Set the participant's ``last_read_at`` and add the reader to the message's
-    ``read_by_json`` (once). Returns ``last_read_at``."""
+    """Set the participant's ``last_read_at`` (strictly increasing: it versions the read
+    position for the unread cache) and add the reader to the message's ``read_by_json``
+    (once). Returns ``last_read_at``."""
     read_at = await conn.fetchval(
-        """UPDATE conversation_participants SET last_read_at = NOW() WHERE id = $1
-           RETURNING last_read_at""",
+        """UPDATE conversation_participants
+           SET last_read_at = GREATEST(clock_timestamp(),
+                                       last_read_at + interval '1 microsecond')
+           WHERE id = $1 RETURNING last_read_at""",
         participant_id,
     )
     await conn.execute(

@@ -19,14 +19,14 @@ async def insert_permission(
     *,
     id: str,
     user_id: str,
-    peer_id: str,
+    peer_id: str | None,
     action: str,
     scope: dict[str, Any],
     level: str,
     requested_by: str,
     expires_at: datetime,
 ) -> PermissionRow:
-    """A pending request."""
+    """A pending request (``peer_id`` None: a local user asking through an API key)."""
     record = await conn.fetchrow(
         """INSERT INTO permissions (id, user_id, peer_id, action, scope_json, level, decision,
                                     requested_by, expires_at)
@@ -94,6 +94,29 @@ async def find_grant(
            ORDER BY decided_at DESC LIMIT 1""",
         user_id,
         peer_id,
+        action,
+    )
+    return _row(record) if record else None
+
+
+async def find_local_grant(
+    conn: asyncpg.Connection, *, user_id: str, requester_id: str, action: str
+) -> PermissionRow | None:
+    """An ``allow_always`` decision of the user covering a local requester's ``action``.
+
+    Like :func:`find_grant` for requests without a peer (API-key callers): scopes ``peer`` and
+    ``peer_action`` match ``requested_by``; ``global`` matches the action from anyone.
+    """
+    record = await conn.fetchrow(
+        """SELECT * FROM permissions
+           WHERE user_id = $1 AND decision = 'allow_always' AND (
+                 (decision_scope = 'peer' AND peer_id IS NULL AND requested_by = $2)
+              OR (decision_scope = 'peer_action' AND peer_id IS NULL AND requested_by = $2
+                  AND action = $3)
+              OR (decision_scope = 'global' AND action = $3))
+           ORDER BY decided_at DESC LIMIT 1""",
+        user_id,
+        requester_id,
         action,
     )
     return _row(record) if record else None

@@ -169,6 +169,12 @@ async def test_api_key_reaches_own_and_public_agents_only(b: Instance) -> None:
     async with b.state.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM messages") == 0
     await make_public(b, carol)
+    async with b.state.pool.acquire() as conn:  # carol's policy lets anyone through
+        await conn.execute(
+            """UPDATE agents SET policies_json = '{"default": "auto", "rules": []}'
+               WHERE id = $1""",
+            carol_agent,
+        )
     async with carol.websocket() as ws:
         ok = await rpc(b, f"/agents/{carol_agent}/a2a", key, body)
         event = await next_event(ws, "message.created")

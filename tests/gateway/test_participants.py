@@ -31,6 +31,9 @@ async def test_all_four_conversation_types(instance: Instance) -> None:
     alice = await instance.register("alice")
     bob = await instance.register("bob")
     bob_agent = bob.profile["agent_did"]
+    # Another user's agent joins only when public (test_key_consent covers the refusals).
+    public = await bob.request("PATCH", "/v1/agents/me", json={"is_public": True})
+    assert public.status_code == 200
 
     uu = await _create(alice, type="direct_user_user", participant_did=bob.did)
     assert uu.status_code == 201 and uu.json()["type"] == "direct_user_user"

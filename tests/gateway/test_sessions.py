@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import jwt
 import pytest
 
+from gateway.clock import Clock
 from tests.gateway.harness import Instance, run_instance
 
 PASSWORD = "correct horse battery"
@@ -56,34 +57,70 @@ async def test_refresh_rotates_and_only_the_hash_is_stored(instance: Instance) -
     assert second["refresh_token"].split(".", 1)[1] not in stored
 
 
-async def test_reusing_a_refresh_token_revokes_the_chain(instance: Instance) -> None:
-    await instance.register("alice", PASSWORD)
-    first = await _login(instance, "phone")
-    status, second = await _refresh(instance, first["refresh_token"])
-    assert status == 200
-    status, problem = await _refresh(instance, first["refresh_token"])  # the thief replays
-    assert (status, problem["code"]) == (401, "refresh_token_invalid")
-    assert await _me(instance, second["access_token"]) == 401
-    status, _ = await _refresh(instance, second["refresh_token"])
-    assert status == 401
-    async with instance.state.pool.acquire() as conn:
-        row = await conn.fetchrow(
-            """SELECT details_json, host(ip_address) AS ip FROM audit_log
-               WHERE action = 'auth.refresh_reuse'"""
-        )
+async def test_reusing_a_refresh_token_revokes_the_chain(database_url: str) -> None:
+    clock = Clock()
+    async with run_instance(database_url, clock=clock) as instance:
+        await instance.register("alice", PASSWORD)
+        first = await _login(instance, "phone")
+        status, second = await _refresh(instance, first["refresh_token"])
+        assert status == 200
+        clock.offset = instance.settings.refresh_grace_seconds + 1  # past the grace window
+        status, problem = await _refresh(instance, first["refresh_token"])  # the thief replays
+        assert (status, problem["code"]) == (401, "refresh_token_invalid")
+        assert await _me(instance, second["access_token"]) == 401
+        status, _ = await _refresh(instance, second["refresh_token"])
+        assert status == 401
+        async with instance.state.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                """SELECT details_json, host(ip_address) AS ip FROM audit_log
+                   WHERE action = 'auth.refresh_reuse'"""
+            )
     assert row["details_json"]["session_id"] == first["session_id"]
     assert row["ip"] == "127.0.0.1"
 
 
-async def test_simultaneous_refreshes_yield_at_most_one_valid_pair(instance: Instance) -> None:
+async def test_replay_within_the_grace_window_returns_the_same_pair(instance: Instance) -> None:
+    await instance.register("alice", PASSWORD)
+    first = await _login(instance, "phone")
+    status, second = await _refresh(instance, first["refresh_token"])
+    assert status == 200
+    status, again = await _refresh(instance, first["refresh_token"])  # the second tab
+    assert status == 200
+    assert again["refresh_token"] == second["refresh_token"]
+    assert again["access_token"] == second["access_token"]
+    assert await _me(instance, second["access_token"]) == 200
+    # Moving on: once the successor itself rotated, the first token is plain reuse.
+    status, third = await _refresh(instance, second["refresh_token"])
+    assert status == 200 and third["refresh_token"] != second["refresh_token"]
+    status, _ = await _refresh(instance, first["refresh_token"])
+    assert status == 401
+    assert await _me(instance, third["access_token"]) == 401  # the chain was revoked
+    async with instance.state.pool.acquire() as conn:
+        actions = [
+            r["action"]
+            for r in await conn.fetch(
+                "SELECT action FROM audit_log WHERE action LIKE 'auth.refresh%' ORDER BY id"
+            )
+        ]
+    assert actions == [
+        "auth.refresh",
+        "auth.refresh_grace",
+        "auth.refresh",
+        "auth.refresh_reuse",
+    ]
+
+
+async def test_simultaneous_refreshes_share_one_valid_pair(instance: Instance) -> None:
     await instance.register("alice", PASSWORD)
     pair = await _login(instance, "phone")
     results = await asyncio.gather(*(_refresh(instance, pair["refresh_token"]) for _ in range(6)))
-    winners = [body for status, body in results if status == 200]
-    assert len(winners) <= 1
-    assert all(status in (200, 401) for status, _ in results)
-    valid = [w for w in winners if await _me(instance, w["access_token"]) == 200]
-    assert len(valid) <= 1
+    assert [status for status, _ in results] == [200] * 6  # no tab loses its session
+    assert len({body["refresh_token"] for _, body in results}) == 1
+    assert len({body["access_token"] for _, body in results}) == 1
+    assert await _me(instance, results[0][1]["access_token"]) == 200
+    assert (await _refresh(instance, pair["refresh_token"]))[0] == 200  # still in the window
+    status, nxt = await _refresh(instance, results[0][1]["refresh_token"])
+    assert status == 200 and await _me(instance, nxt["access_token"]) == 200
 
 
 @pytest.mark.parametrize("bad", ["", "garbage", "01J9Z8Q6X3V5N2K7M4R1T0W8YC.short", "x" * 300])

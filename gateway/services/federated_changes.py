@@ -1,0 +1,296 @@
+"""Federated edits and deletes: a changed message follows the original to every peer.
+
+Outbound (in the edit/delete transaction): one outbox row per peer the original was sent to,
+an A2A ``SendMessage`` whose message has a fresh ``messageId`` and carries
+``metadata.confer.edit = {"messageId": <original>, "version": <new version>}`` (the new text in
+its parts) or ``metadata.confer.delete = {"messageId": <original>}``. The durable outbox keeps
+per-destination order, so a change never overtakes the original.
+
+Inbound: the stored copy is found through the inbox row of (signing DID, original
+``messageId``), so only the original sender can change it. Applying is idempotent: an edit whose
+version is not above the stored one, or any change to a deleted message, changes nothing. An
+edit keeps the previous version and emits ``message.edited``; a delete erases the content
+everywhere (row, versions, stream events) and emits the ``message.deleted`` tombstone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_message
+from gateway.a2a_callers import A2ACaller
+from gateway.ids import new_id
+from gateway.realtime.hub import EventHub, Outgoing
+from gateway.services import unread
+from gateway.state import AppState
+from gateway.store import audit as audit_store
+from gateway.store import conversations as conv_store
+from gateway.store import federated_changes as store
+from gateway.store import federation as federation_store
+from gateway.store import message_changes as change_store
+from gateway.store import messages as messages_store
+from gateway.store import permissions as permissions_store
+from gateway.store import tasks as tasks_store
+from gateway.store.tasks import TaskRow
+from models import Message
+
+MESSAGE_EDITED = "message.edited"
+MESSAGE_DELETED = "message.deleted"
+
+
+async def _queue(
+    conn: asyncpg.Connection, message_id: str, conversation_id: str, parts: list[Any], **change: Any
+) -> int:
+    targets = await store.delivery_targets(conn, message_id=message_id)
+    for t in targets:
+        confer = {"sender": t["sender_did"], "recipient": t["recipient"], **change}
+        payload = {
+            "message": {
+                "messageId": new_id(),
+                "contextId": conversation_id,
+                "role": "ROLE_USER",
+                "parts": parts,
+                "metadata": {"confer": confer},
+            },
+            "configuration": {"returnImmediately": True},
+        }
+        await federation_store.insert_outbox(
+            conn,
+            destination=t["destination"],
+            endpoint=t["endpoint"],
+            sender_did=t["sender_did"],
+            peer_id=t["peer_id"],
+            message_id=message_id,
+            payload=payload,
+        )
+    return len(targets)
+
+
+async def queue_edit(conn: asyncpg.Connection, message: Message, version: int) -> int:
+    """Queue the edited ``message`` (now at ``version``) to its peers; returns how many."""
+    change = {"messageId": message.id, "version": version}
+    parts = [{"text": message.content or ""}]
+    return await _queue(conn, message.id, message.conversation_id, parts, edit=change)
+
+
+async def queue_delete(conn: asyncpg.Connection, message_id: str, conversation_id: str) -> int:
+    """Queue the deletion of ``message_id`` to the peers that have (or are getting) it.
+
+    Call after pending deliveries were dropped: peers that never got the message are not told.
+    """
+    change = {"messageId": message_id}
+    return await _queue(conn, message_id, conversation_id, [{"text": "(deleted)"}], delete=change)
+
+
+def change_of(params: SendMessageParams) -> tuple[str, dict[str, Any]] | None:
+    """``("edit" | "delete", change)`` when the message carries one, else None.
+
+    Raises InvalidParamsError when the change has no string ``messageId``.
+    """
+    confer = (params.message.metadata or {}).get("confer")
+    if not isinstance(confer, dict):
+        return None
+    for kind in ("edit", "delete"):
+        if kind in confer:
+            change = confer[kind]
+            if not isinstance(change, dict) or not isinstance(change.get("messageId"), str):
+                raise InvalidParamsError(f"Invalid params: message.metadata.confer.{kind}")
+            return kind, change
+    return None
+
+
+@dataclass
+class _Applied:
+    """What one change did, to publish once its transaction committed."""
+
+    outgoing: list[Outgoing] = field(default_factory=list)
+    invalidate: list[str] = field(default_factory=list)
+    task: TaskRow | None = None
+    message_id: str | None = None
+    held_task_id: str | None = None
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.outgoing or self.task or self.held_task_id)
+
+
+async def apply_change(
+    state: AppState, caller: A2ACaller, params: SendMessageParams, text: str
+) -> dict[str, Any]:
+    """Apply a peer's edit or delete to the stored copy — or to its message still held for the
+    owner's consent (an edit replaces the held text; a delete withdraws the request and erases
+    the text). Returns the ``SendMessage`` result (``{"message": …}``).
+
+    Raises InvalidParamsError for API-key callers (changes travel between instances only).
+    """
+    found = change_of(params)
+    assert found is not None
+    kind, change = found
+    if caller.peer is None:
+        raise InvalidParamsError("Invalid params: edits and deletes travel between instances")
+    async with state.pool.acquire() as conn, conn.transaction():
+        done = _Applied()
+        message = await _own_copy(conn, caller, change["messageId"])
+        if message is not None:
+            done.message_id = message.id
+            if kind == "edit":
+                edited = await _edit(conn, state.hub, message, text, change.get("version"))
+                done.outgoing += [edited] if edited else []
+            else:
+                done.outgoing.append(await _delete(conn, state.hub, message))
+                done.invalidate.append(message.conversation_id)
+        else:
+            await _change_held(conn, state, caller, kind, change["messageId"], text, done)
+        await _audit(conn, caller, kind, change["messageId"], done)
+    for conversation_id in done.invalidate:
+        await unread.invalidate(state.hub.ephemeral, conversation_id)
+    for outgoing in done.outgoing:
+        await state.hub.send(outgoing)
+    if done.task is not None:
+        state.task_events.publish(done.task)
+    answer = f"{kind.capitalize()} applied." if done.applied else "Nothing to change."
+    reply = agent_text_message(
+        answer,
+        message_id=new_id(),
+        context_id=params.message.contextId or new_id(),
+        task_id=new_id(),
+        data={"applied": done.applied, "messageId": change["messageId"]},
+    )
+    return {"message": reply}
+
+
+async def _audit(
+    conn: asyncpg.Connection, caller: A2ACaller, kind: str, remote_id: str, done: _Applied
+) -> None:
+    await audit_store.insert_audit(
+        conn,
+        action="federation.inbound",
+        details={
+            "method": f"SendMessage/{kind}",
+            "caller": caller.ref,
+            "remote_message_id": remote_id,
+            "message_id": done.message_id,
+            "task_id": done.task.id if done.task else done.held_task_id,
+            "applied": done.applied,
+        },
+    )
+
+
+async def _change_held(
+    conn: asyncpg.Connection,
+    state: AppState,
+    caller: A2ACaller,
+    kind: str,
+    remote_id: str,
+    text: str,
+    done: _Applied,
+) -> None:
+    """Edit or withdraw the caller's message ``remote_id`` while it waits for consent."""
+    task = await tasks_store.get_task_by_remote(
+        conn, caller=caller.ref, remote_message_id=remote_id
+    )
+    if task is None or task.state != "TASK_STATE_AUTH_REQUIRED" or not task.permission_id:
+        return
+    if kind == "edit":
+        await store.replace_held_text(
+            conn,
+            task_id=task.id,
+            permission_id=task.permission_id,
+            owner_id=task.user_id,
+            text=text,
+        )
+        done.held_task_id = task.id
+        return
+    status = agent_text_message(
+        "Withdrawn: the sender deleted the message.",
+        message_id=new_id(),
+        context_id=task.context_id,
+        task_id=task.id,
+    )
+    done.task = await tasks_store.update_task_state(
+        conn,
+        id=task.id,
+        state="TASK_STATE_CANCELED",
+        status_message=status,
+        now=state.clock.now(),
+        from_states=("TASK_STATE_AUTH_REQUIRED",),
+    )
+    await permissions_store.decide_permission(
+        conn,
+        id=task.permission_id,
+        decision="deny",
+        decision_scope=None,
+        decided_by=None,
+        now=state.clock.now(),
+    )
+    notices = await store.erase_held_text(
+        conn, task_id=task.id, permission_id=task.permission_id, owner_id=task.user_id
+    )
+    for notice in notices:
+        withdrawn = await messages_store.get_message(conn, id=notice["id"])
+        assert withdrawn is not None
+        done.outgoing.append(await _delete(conn, state.hub, withdrawn))
+        done.invalidate.append(withdrawn.conversation_id)
+
+
+async def _own_copy(conn: asyncpg.Connection, caller: A2ACaller, remote_id: str) -> Message | None:
+    """Our copy of the caller's message ``remote_id``, row-locked; None if we have none."""
+    assert caller.peer is not None
+    local_id = await federation_store.get_inbox(
+        conn, origin_did=caller.origin, remote_message_id=remote_id
+    )
+    message = await messages_store.get_message(conn, id=local_id) if local_id else None
+    if message is None or message.sender_did != caller.peer.peer.did:
+        return None
+    row = await change_store.lock_message(
+        conn, conversation_id=message.conversation_id, message_id=message.id
+    )
+    return message if row is not None and row["deleted_at"] is None else None
+
+
+async def _local_users(conn: asyncpg.Connection, conversation_id: str) -> list[str]:
+    rows = await conv_store.list_participants(conn, conversation_id=conversation_id)
+    return [r["user_id"] for r in rows if r["user_id"]]
+
+
+async def _edit(
+    conn: asyncpg.Connection, hub: EventHub, message: Message, text: str, version: Any
+) -> Outgoing | None:
+    current = await change_store.current_version(conn, message_id=message.id)
+    if not isinstance(version, int) or version <= current:
+        return None  # a retry, or a change we already hold
+    row = await change_store.lock_message(
+        conn, conversation_id=message.conversation_id, message_id=message.id
+    )
+    assert row is not None
+    await change_store.insert_version(
+        conn,
+        message_id=message.id,
+        version=current,
+        content=row["content"],
+        content_json=row["content_json"],
+        created_at=row["updated_at"],
+    )
+    edited = await change_store.update_content(
+        conn, message_id=message.id, content=text, content_json=None
+    )
+    body = {**edited.model_dump(mode="json"), "version": current + 1}
+    users = await _local_users(conn, message.conversation_id)
+    return await hub.append(conn, users, MESSAGE_EDITED, body)
+
+
+async def _delete(conn: asyncpg.Connection, hub: EventHub, message: Message) -> Outgoing:
+    deleted_at = await change_store.soft_delete(conn, message_id=message.id)
+    tombstone = {
+        "id": message.id,
+        "conversation_id": message.conversation_id,
+        "deleted_at": deleted_at.isoformat(),
+    }
+    users = await _local_users(conn, message.conversation_id)
+    await change_store.scrub_events(
+        conn, user_ids=users, message_id=message.id, tombstone=tombstone
+    )
+    return await hub.append(conn, users, MESSAGE_DELETED, tombstone)

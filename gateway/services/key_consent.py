@@ -1,0 +1,242 @@
+"""Consent for stock A2A clients: API-key callers meet the target agent's policy too.
+
+An API key acts for the user who issued it, so calling *another* user's public agent is that
+user asking. The agent's ``PolicyConfig`` is evaluated with the issuing user's DID as the
+peer identity (rule ``peer`` globs match it; there is no contact, so trust is ``unknown`` and
+no overrides apply). *ask* holds the message in a pending ``permissions`` row with
+``peer_id`` NULL and ``requested_by`` = the issuing user; the owner decides through the same
+``/v1/permissions`` API. ``allow_always`` with scope ``peer``/``peer_action`` is remembered
+for that user (``requested_by``), ``global`` for everyone. Calling one's own agent never asks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+
+from a2a.protocol import agent_text_message
+from gateway.a2a_callers import A2ACaller
+from gateway.ids import new_id
+from gateway.services import policy
+from gateway.services.contacts import ContactSettings
+from gateway.services.direct import api_conversation
+from gateway.services.tasks import Recipient
+from gateway.state import AppState
+from gateway.store import audit as audit_store
+from gateway.store import conversations as conv_store
+from gateway.store import federation as federation_store
+from gateway.store import messages as messages_store
+from gateway.store import permissions as permissions_store
+from gateway.store import tasks as tasks_store
+from gateway.store import users as users_store
+from gateway.store.tasks import TaskRow
+from models import Message, PermissionRow
+
+
+def applies(caller: A2ACaller, recipient: Recipient) -> bool:
+    """True when an API-key caller reaches an agent of another user."""
+    key = caller.api_key
+    return key is not None and recipient.agent_id is not None and key.user_id != recipient.user_id
+
+
+async def verdict(
+    conn: asyncpg.Connection, caller: A2ACaller, recipient: Recipient, action: str, text: str
+) -> policy.Verdict:
+    """The agent's verdict for the key's issuing user (audited as ``policy.evaluated``)."""
+    assert caller.api_key is not None and recipient.agent_id is not None
+    agent = await users_store.get_agent(conn, id=recipient.agent_id)
+    requester = await users_store.get_user(conn, id=caller.api_key.user_id)
+    assert agent is not None and requester is not None
+    defaults = ContactSettings()
+    result = policy.evaluate(
+        agent.policies,
+        defaults.overrides,
+        trust_level=defaults.trust_level,
+        peer_did=requester.did,
+        action=action,
+        text=text,
+    )
+    if result.effect == "ask" and result.level == "L2":
+        grant = await permissions_store.find_local_grant(
+            conn, user_id=recipient.user_id, requester_id=requester.id, action=action
+        )
+        if grant is not None:
+            result = policy.Verdict("allow", result.level, f"allow_always {grant.id}")
+    await audit_store.insert_audit(
+        conn,
+        action="policy.evaluated",
+        user_id=recipient.user_id,
+        details={
+            "peer": requester.did,
+            "caller": caller.ref,
+            "action": action,
+            **dataclasses.asdict(result),
+        },
+    )
+    return result
+
+
+async def request_consent(
+    conn: asyncpg.Connection,
+    state: AppState,
+    *,
+    caller: A2ACaller,
+    recipient: Recipient,
+    result: policy.Verdict,
+    action: str,
+    text: str,
+    task_id: str,
+) -> tuple[PermissionRow, Message]:
+    """Open a pending request for the key's user; the notice goes to the owner's view of the
+    direct conversation (in ``conn``'s transaction). Returns ``(permission, notice)``."""
+    assert caller.api_key is not None
+    requester = await users_store.get_user(conn, id=caller.api_key.user_id)
+    assert requester is not None
+    conversation_id = await api_conversation(conn, requester.id, recipient)
+    expires_at = state.clock.now() + timedelta(seconds=state.settings.permission_ttl_seconds)
+    scope = {
+        "agent_id": recipient.agent_id,
+        "agent_did": recipient.did,
+        "task_id": task_id,
+        "conversation_id": conversation_id,
+        "text": text[:1000],
+        "reason": result.reason,
+        "caller": caller.ref,
+        "requester_user_id": requester.id,
+        "requester_did": requester.did,
+    }
+    permission = await permissions_store.insert_permission(
+        conn,
+        id=new_id(),
+        user_id=recipient.user_id,
+        peer_id=None,
+        action=action,
+        scope=scope,
+        level=result.level,
+        requested_by=requester.id,
+        expires_at=expires_at,
+    )
+    notice = await _notice(conn, permission, requester.username, requester.did, text)
+    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    await audit_store.insert_audit(
+        conn,
+        action="permission.requested",
+        user_id=recipient.user_id,
+        details={"permission_id": permission.id, "peer": requester.did, "level": result.level},
+    )
+    return permission, notice
+
+
+async def _notice(
+    conn: asyncpg.Connection, permission: PermissionRow, name: str, did: str, text: str
+) -> Message:
+    """The owner's ``permission_request`` message in the conversation of the request."""
+    scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
+    assert permission.expires_at is not None
+    return await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="system",
+        sender_id=permission.id,
+        sender_did=None,
+        content_type="permission_request",
+        content=f"{name} asks to {permission.action} ({permission.level}): {text[:200]}",
+        content_json={
+            "permission_id": permission.id,
+            "peer_did": did,
+            "action": permission.action,
+            "level": permission.level,
+            "task_id": scope["task_id"],
+            "expires_at": permission.expires_at.isoformat(),
+        },
+    )
+
+
+def is_local_request(permission: PermissionRow) -> bool:
+    """True for a request opened by :func:`request_consent` (an API-key caller)."""
+    scope = permission.scope_json
+    return permission.peer_id is None and isinstance(scope, dict) and "caller" in scope
+
+
+async def settle(
+    conn: asyncpg.Connection, state: AppState, permission: PermissionRow, task: TaskRow
+) -> tuple[TaskRow, list[Message], str]:
+    """Deliver or refuse the held message; the agent answers in the conversation.
+
+    Returns ``(task, messages, requester_user_id)``; the requester reads the answer in the
+    conversation and through ``GetTask`` — there is no other instance to tell.
+    """
+    scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
+    conversation_id, requester_id = scope["conversation_id"], scope["requester_user_id"]
+    allowed = permission.decision in ("allow_once", "allow_always")
+    messages: list[Message] = []
+    delivered_id = None
+    if allowed:
+        delivered = await _deliver_held(conn, scope, task)
+        messages.append(delivered)
+        delivered_id = delivered.id
+        answer = "Approved: your request was delivered."
+    elif permission.decided_by is None:
+        answer = "Refused: the request expired without an answer."
+    else:
+        answer = "Refused: the owner declined your request."
+    status = agent_text_message(
+        answer,
+        message_id=new_id(),
+        context_id=task.context_id,
+        task_id=task.id,
+        data={"decision": permission.decision, "messageId": delivered_id},
+    )
+    settled = await tasks_store.update_task_state(
+        conn,
+        id=task.id,
+        state="TASK_STATE_COMPLETED" if allowed else "TASK_STATE_REJECTED",
+        status_message=status,
+        now=state.clock.now(),
+        message_id=delivered_id,
+        from_states=("TASK_STATE_AUTH_REQUIRED",),
+    )
+    assert settled is not None
+    messages.append(await _agent_answer(conn, scope, answer))
+    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    return settled, messages, requester_id
+
+
+async def _deliver_held(conn: asyncpg.Connection, scope: dict[str, Any], task: TaskRow) -> Message:
+    """Store the held message as the requester's (``via = 'api'``), de-duplicated."""
+    text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
+    delivered = await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="user",
+        sender_id=scope["requester_user_id"],
+        sender_did=scope["requester_did"],
+        content=text,
+        via="api",
+    )
+    await federation_store.insert_inbox(
+        conn,
+        origin_did=scope["caller"],
+        remote_message_id=task.remote_message_id or delivered.id,
+        message_id=delivered.id,
+    )
+    return delivered
+
+
+async def _agent_answer(conn: asyncpg.Connection, scope: dict[str, Any], text: str) -> Message:
+    agent = await users_store.get_agent(conn, id=scope["agent_id"])
+    assert agent is not None
+    return await messages_store.insert_message(
+        conn,
+        id=new_id(),
+        conversation_id=scope["conversation_id"],
+        sender_type="own_agent",
+        sender_id=agent.id,
+        sender_did=agent.did,
+        content=text,
+    )
