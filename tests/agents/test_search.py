@@ -159,3 +159,23 @@ async def test_semantic_search_with_pgvector(
         finally:
             await conn.close()
         assert left == 0
+
+
+async def test_a_deleted_message_leaves_search(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        conversation = await alice.direct_with(bob.did)
+        sent = await bob.send(conversation["id"], "the zeppelin launch code is 4711")
+        query = {"q": "zeppelin", "scope": "messages"}
+        before = (await alice.request("GET", "/v1/search", params=query)).json()["hits"]
+        assert [h["id"] for h in before] == [sent["id"]]
+        path = f"/v1/conversations/{conversation['id']}/messages/{sent['id']}"
+        assert (await bob.request("DELETE", path)).status_code in (200, 204)
+        after = (await alice.request("GET", "/v1/search", params=query)).json()["hits"]
+        assert after == []
+        async with instance.state.pool.acquire() as conn:
+            indexed = await conn.fetchval(
+                "SELECT count(*) FROM message_search WHERE search_tsv @@ to_tsquery('zeppelin')"
+            )
+        assert indexed == 0  # the index forgot the words too, not just the read path
