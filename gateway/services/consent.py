@@ -18,13 +18,13 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from a2a.protocol import agent_text_message
 from gateway.agents.peer_tasks import enqueue_for_peer
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
 from gateway.services import key_consent
 from gateway.services.conversations import MESSAGE_CREATED, send_message_params
 from gateway.services.policy import Verdict
+from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient
 from gateway.state import AppState
 from gateway.store import audit as audit_store
@@ -260,9 +260,8 @@ async def _settle(
     scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
     conversation_id = scope["conversation_id"]
     messages: list[Message] = []
-    allowed = permission.decision in ("allow_once", "allow_always")
     delivered_id = None
-    if allowed:
+    if is_allowed(permission):
         text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
         delivered = await messages_store.insert_message(
             conn,
@@ -291,28 +290,9 @@ async def _settle(
                 message_id=delivered.id,
                 owner_present=permission.decided_by is not None,
             )
-        answer = "Approved: your request was delivered."
-    elif permission.decided_by is None:
-        answer = "Refused: the request expired without an answer."
-    else:
-        answer = "Refused: the owner declined your request."
-    status = agent_text_message(
-        answer,
-        message_id=new_id(),
-        context_id=task.context_id,
-        task_id=task.id,
-        data={"decision": permission.decision, "messageId": delivered_id},
+    settled, answer = await settle_task(
+        conn, task, permission, delivered_id=delivered_id, now=state.clock.now()
     )
-    settled = await tasks_store.update_task_state(
-        conn,
-        id=task.id,
-        state="TASK_STATE_COMPLETED" if allowed else "TASK_STATE_REJECTED",
-        status_message=status,
-        now=state.clock.now(),
-        message_id=delivered_id,
-        from_states=("TASK_STATE_AUTH_REQUIRED",),
-    )
-    assert settled is not None
     messages.append(await _answer(conn, scope, peer, answer, settled, permission.decision))
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return settled, messages

@@ -17,12 +17,12 @@ from typing import Any
 
 import asyncpg
 
-from a2a.protocol import agent_text_message
 from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.services import policy
 from gateway.services.contacts import ContactSettings
 from gateway.services.direct import api_conversation
+from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient
 from gateway.state import AppState
 from gateway.store import audit as audit_store
@@ -30,7 +30,6 @@ from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
-from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
 from models import Message, PermissionRow
@@ -172,35 +171,15 @@ async def settle(
     """
     scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
     conversation_id, requester_id = scope["conversation_id"], scope["requester_user_id"]
-    allowed = permission.decision in ("allow_once", "allow_always")
     messages: list[Message] = []
     delivered_id = None
-    if allowed:
+    if is_allowed(permission):
         delivered = await _deliver_held(conn, scope, task)
         messages.append(delivered)
         delivered_id = delivered.id
-        answer = "Approved: your request was delivered."
-    elif permission.decided_by is None:
-        answer = "Refused: the request expired without an answer."
-    else:
-        answer = "Refused: the owner declined your request."
-    status = agent_text_message(
-        answer,
-        message_id=new_id(),
-        context_id=task.context_id,
-        task_id=task.id,
-        data={"decision": permission.decision, "messageId": delivered_id},
+    settled, answer = await settle_task(
+        conn, task, permission, delivered_id=delivered_id, now=state.clock.now()
     )
-    settled = await tasks_store.update_task_state(
-        conn,
-        id=task.id,
-        state="TASK_STATE_COMPLETED" if allowed else "TASK_STATE_REJECTED",
-        status_message=status,
-        now=state.clock.now(),
-        message_id=delivered_id,
-        from_states=("TASK_STATE_AUTH_REQUIRED",),
-    )
-    assert settled is not None
     messages.append(await _agent_answer(conn, scope, answer))
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return settled, messages, requester_id
