@@ -58,6 +58,7 @@ async def test_a_peer_over_its_budget_gets_429_with_retry_after(database_url, li
 
 
 @needs_redis
+@pytest.mark.redis
 async def test_redis_shares_budgets_and_nonces_across_processes(make_database) -> None:
     database = await make_database()
     async with run_instance(database, redis_url=REDIS_URL, peer_rate_limit_agent="3/minute") as b1:

@@ -69,6 +69,7 @@ async def redis_prefix() -> AsyncIterator[str]:
     await client.aclose()
 
 
+@pytest.mark.redis
 async def test_redis_backend_shares_counters_between_processes(
     database_url: str, redis_prefix: str
 ) -> None:

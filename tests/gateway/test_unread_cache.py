@@ -16,7 +16,7 @@ from tests.gateway.harness import User, run_instance
 REDIS_URL = os.environ.get("CONFER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-@pytest.mark.parametrize("backend", ["memory", "redis"])
+@pytest.mark.parametrize("backend", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def test_counters_get_set_expire_and_increment(backend: str) -> None:
     store: EphemeralStore = (
         RedisEphemeralStore(REDIS_URL) if backend == "redis" else MemoryEphemeralStore()
@@ -41,6 +41,7 @@ async def unread(user: User, conversation_id: str) -> int:
     return int(response.json()["membership"]["unread"])
 
 
+@pytest.mark.redis
 async def test_two_processes_share_exact_counts_through_redis(database_url: str) -> None:
     redis = Redis.from_url(REDIS_URL)
     # Own rate-limit buckets: registrations here must not use up other tests' budget.
@@ -81,6 +82,7 @@ async def test_two_processes_share_exact_counts_through_redis(database_url: str)
     await redis.aclose()
 
 
+@pytest.mark.redis
 async def test_without_redis_nothing_is_cached(database_url: str) -> None:
     async with run_instance(database_url) as one:
         alice = await one.register("alice")
