@@ -10,7 +10,8 @@ COPY models ./models
 COPY alembic ./alembic
 # Editable, so the gateway finds alembic/ and alembic.ini beside it in /app.
 RUN pip install --no-cache-dir -e .
-RUN useradd --create-home confer
+RUN useradd --create-home confer && mkdir -p /app/.data && chown confer /app/.data
 USER confer
+VOLUME /app/.data
 EXPOSE 8000
 CMD ["confer", "serve", "--host", "0.0.0.0", "--port", "8000"]
