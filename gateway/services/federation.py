@@ -8,7 +8,6 @@ transaction with the inbox de-duplication row, the contact, the A2A task and the
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import asyncpg
@@ -29,6 +28,7 @@ from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
+from gateway.services.verdicts import agent_verdict
 from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
@@ -195,32 +195,20 @@ async def _verdict(
         return await key_consent.verdict(conn, caller, recipient, requested_action(params), text)
     if caller.peer is None or recipient.agent_id is None:
         return None
-    agent = await users_store.get_agent(conn, id=recipient.agent_id)
-    assert agent is not None
     peer = caller.peer.peer
-    settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
     action = requested_action(params)
-    verdict = policy.evaluate(
-        agent.policies,
-        settings.overrides,
-        trust_level=settings.trust_level,
-        peer_did=peer.did,
+    return await agent_verdict(
+        conn,
+        agent_id=recipient.agent_id,
+        owner_id=recipient.user_id,
+        settings=await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id),
+        requester_did=peer.did,
         action=action,
         text=text,
-    )
-    if verdict.effect == "ask" and verdict.level == "L2":
-        grant = await permissions_store.find_grant(
+        find_grant=lambda: permissions_store.find_grant(
             conn, user_id=recipient.user_id, peer_id=peer.id, action=action
-        )
-        if grant is not None:
-            verdict = policy.Verdict("allow", verdict.level, f"allow_always {grant.id}")
-    await audit_store.insert_audit(
-        conn,
-        action="policy.evaluated",
-        user_id=recipient.user_id,
-        details={"peer": peer.did, "action": action, **dataclasses.asdict(verdict)},
+        ),
     )
-    return verdict
 
 
 async def _hold_for_consent(

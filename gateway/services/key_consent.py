@@ -11,7 +11,6 @@ for that user (``requested_by``), ``global`` for everyone. Calling one's own age
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +23,7 @@ from gateway.services.contacts import ContactSettings
 from gateway.services.direct import api_conversation
 from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient
+from gateway.services.verdicts import agent_verdict
 from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
@@ -46,36 +46,21 @@ async def verdict(
 ) -> policy.Verdict:
     """The agent's verdict for the key's issuing user (audited as ``policy.evaluated``)."""
     assert caller.api_key is not None and recipient.agent_id is not None
-    agent = await users_store.get_agent(conn, id=recipient.agent_id)
     requester = await users_store.get_user(conn, id=caller.api_key.user_id)
-    assert agent is not None and requester is not None
-    defaults = ContactSettings()
-    result = policy.evaluate(
-        agent.policies,
-        defaults.overrides,
-        trust_level=defaults.trust_level,
-        peer_did=requester.did,
+    assert requester is not None
+    return await agent_verdict(
+        conn,
+        agent_id=recipient.agent_id,
+        owner_id=recipient.user_id,
+        settings=ContactSettings(),  # no contact: trust unknown, no overrides
+        requester_did=requester.did,
         action=action,
         text=text,
-    )
-    if result.effect == "ask" and result.level == "L2":
-        grant = await permissions_store.find_local_grant(
+        find_grant=lambda: permissions_store.find_local_grant(
             conn, user_id=recipient.user_id, requester_id=requester.id, action=action
-        )
-        if grant is not None:
-            result = policy.Verdict("allow", result.level, f"allow_always {grant.id}")
-    await audit_store.insert_audit(
-        conn,
-        action="policy.evaluated",
-        user_id=recipient.user_id,
-        details={
-            "peer": requester.did,
-            "caller": caller.ref,
-            "action": action,
-            **dataclasses.asdict(result),
-        },
+        ),
+        audit={"caller": caller.ref},
     )
-    return result
 
 
 async def request_consent(
