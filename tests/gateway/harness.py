@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,9 @@ class User:
             yield ws
 
 
+RUN_RATE_LIMIT_PREFIX = f"test-{uuid.uuid4().hex[:12]}"
+
+
 def loopback_settings(database_url: str, port: int, **overrides: Any) -> Settings:
     """Settings for an instance on 127.0.0.1:``port`` whose DID is did:web:localhost%3A<port>."""
     values: dict[str, Any] = {
@@ -116,6 +120,9 @@ def loopback_settings(database_url: str, port: int, **overrides: Any) -> Setting
         "migrate_on_start": False,
         "allow_http_dids": True,
         "allow_private_networks": True,
+        # Counters in a shared Redis outlive a test run: each run gets its own key space, so
+        # repeated runs within an hour never meet the previous runs' registration budget.
+        "rate_limit_prefix": RUN_RATE_LIMIT_PREFIX,
     }
     values.update(overrides)
     return Settings(**values)

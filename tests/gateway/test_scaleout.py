@@ -19,7 +19,7 @@ import nats
 import pytest
 import websockets
 
-from tests.gateway.harness import free_port
+from tests.gateway.harness import RUN_RATE_LIMIT_PREFIX, free_port
 
 NATS_URL = os.environ.get("CONFER_TEST_NATS_URL", "nats://127.0.0.1:4222")
 REDIS_URL = os.environ.get("CONFER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -50,6 +50,7 @@ async def gateway_process(database_url: str, port: int, public_port: int) -> Asy
         "CONFER_MIGRATE_ON_START": "false",
         "CONFER_NATS_URL": NATS_URL,
         "CONFER_REDIS_URL": REDIS_URL,
+        "CONFER_RATE_LIMIT_PREFIX": RUN_RATE_LIMIT_PREFIX,
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
     }
