@@ -2,10 +2,13 @@
 
 When a peer's message to a local agent is delivered (policy allow, or the owner's consent), the
 agent answers it: :func:`enqueue_for_peer` queues a task for that conversation in the same
-transaction. If the owner is offline — no device connected to this process,
-``hub.connections(owner) == 0`` — and has not allowed offline answers, the task is stored as
-``waiting`` instead; :func:`release_waiting` queues it when the owner's next device connects,
-so the owner is back before the agent answers. The runtime sends the agent's answer to the
+transaction. If the owner is offline — no device connected to any gateway process (the
+presence set of the hub's ephemeral store: memory, or Redis ``presence:{user_id}`` shared by
+the processes) — and has not allowed offline answers, the task is stored as ``waiting``
+instead and the peer's A2A task stays interrupted (``TASK_STATE_AUTH_REQUIRED`` with
+``metadata.confer.waitingFor = "owner"``, A2A 1.0 §4.5); :func:`release_waiting` queues the
+agent task and completes those A2A tasks when the owner's next device connects, so the owner
+is back before the agent answers. The runtime sends the agent's answer to the
 conversation's peers through the outbox (:func:`reply_to_peers`).
 """
 
@@ -16,12 +19,16 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from a2a.protocol import agent_text_message
 from gateway.clock import Clock
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
+from gateway.services.tasks import TaskEvents
 from gateway.store import agent_tasks as tasks_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
+from gateway.store import tasks as a2a_store
+from gateway.store.tasks import TaskRow
 from models import Agent, Message
 
 WAITING = "waiting"
@@ -53,7 +60,11 @@ async def enqueue_for_peer(
     owner is acting right now, e.g. deciding consent) or allows offline answers, else
     ``waiting`` (one waiting task per conversation, re-pointed at the newest message).
     """
-    online = owner_present or hub.connections(owner_id) > 0
+    online = (
+        owner_present
+        or hub.connections(owner_id) > 0
+        or await hub.ephemeral.user_online(owner_id)  # a device on another process
+    )
     if online or await offline_answers_allowed(conn, owner_id):
         task_id = await tasks_store.enqueue(
             conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
@@ -73,13 +84,20 @@ async def enqueue_for_peer(
     return str(task_id), WAITING
 
 
-async def release_waiting(pool: asyncpg.Pool, clock: Clock, owner_id: str) -> int:
+async def release_waiting(
+    pool: asyncpg.Pool, clock: Clock, owner_id: str, task_events: TaskEvents | None = None
+) -> int:
     """Queue the owner's waiting tasks (the owner is back); returns how many were queued.
 
-    A waiting task whose conversation already has a queued one (started later, while the owner
-    was online, so for a newer message) is marked ``failed`` as superseded, never lost silently.
+    The peers' A2A tasks held for the owner move from ``TASK_STATE_AUTH_REQUIRED`` to
+    ``TASK_STATE_COMPLETED`` ("delivered; the agent is answering") and are published on
+    ``task_events`` after commit. A waiting task whose conversation already has a queued one
+    (started later, while the owner was online, so for a newer message) is marked ``failed``
+    as superseded, never lost silently.
     """
     async with pool.acquire() as conn, conn.transaction():
+        held = await a2a_store.list_held_for_owner(conn, user_id=owner_id)
+        settled = [await _complete_held(conn, row, clock) for row in held]
         await conn.execute(
             """UPDATE agent_tasks w SET status = 'failed', finished_at = $2,
                       error = 'superseded by a newer task'
@@ -101,7 +119,30 @@ async def release_waiting(pool: asyncpg.Pool, clock: Clock, owner_id: str) -> in
             await conn.execute(
                 "SELECT pg_notify($1, $2)", tasks_store.CHANNEL, record["conversation_id"]
             )
+    if task_events is not None:
+        for row in settled:
+            task_events.publish(row)
     return len(released)
+
+
+async def _complete_held(conn: asyncpg.Connection, row: TaskRow, clock: Clock) -> TaskRow:
+    status = agent_text_message(
+        "Delivered: the owner is back and the agent is answering.",
+        message_id=new_id(),
+        context_id=row.context_id,
+        task_id=row.id,
+        data={"status": "completed", "messageId": row.message_id},
+    )
+    done = await a2a_store.update_task_state(
+        conn,
+        id=row.id,
+        state="TASK_STATE_COMPLETED",
+        status_message=status,
+        now=clock.now(),
+        from_states=("TASK_STATE_AUTH_REQUIRED",),
+    )
+    assert done is not None, "the held task left AUTH_REQUIRED under our lock"
+    return done
 
 
 async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Message) -> int:

@@ -28,6 +28,10 @@ class EphemeralStore(ABC):
         """Forget a device; True when it was the user's last (the user went offline)."""
 
     @abstractmethod
+    async def user_online(self, user_id: str) -> bool:
+        """True while at least one device of the user is connected to any gateway process."""
+
+    @abstractmethod
     async def get_counter(self, key: str) -> int | None:
         """The integer stored at ``key``, or None when absent (expired, evicted, never set)."""
 
@@ -75,6 +79,9 @@ class MemoryEphemeralStore(EphemeralStore):
             return False
         del self._devices[user_id]
         return True
+
+    async def user_online(self, user_id: str) -> bool:
+        return bool(self._devices.get(user_id))
 
     async def get_counter(self, key: str) -> int | None:
         value, until = self._counters.get(key, (0, 0.0))

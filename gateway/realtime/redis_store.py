@@ -40,6 +40,9 @@ class RedisEphemeralStore(EphemeralStore):
             removed, count = await pipe.execute()
         return bool(removed == 1 and count == 0)
 
+    async def user_online(self, user_id: str) -> bool:
+        return bool(await self._redis.scard(f"presence:{user_id}"))
+
     async def get_counter(self, key: str) -> int | None:
         value = await self._redis.get(key)
         return int(value) if value is not None else None

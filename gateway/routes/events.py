@@ -128,7 +128,8 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
     device = new_id()
     await presence.device_connected(state, auth.user, device)
-    await release_waiting(state.pool, state.clock, auth.user.id)  # the owner is back
+    # the owner is back: held peer requests complete and the agent answers them
+    await release_waiting(state.pool, state.clock, auth.user.id, state.task_events)
     ready = {"user_id": auth.user.id, "did": auth.user.did}
     running = asyncio.create_task(session.run(ready, resume))
     watchdog = asyncio.create_task(_watch_session(websocket, state, auth))

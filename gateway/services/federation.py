@@ -14,7 +14,7 @@ import asyncpg
 
 from a2a.protocol import SendMessageParams, agent_text_message
 from gateway.a2a_callers import A2ACaller
-from gateway.agents.peer_tasks import enqueue_for_peer
+from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.errors import (
     ApiKeyScopeError,
     FederationAuthError,
@@ -119,7 +119,9 @@ async def receive_message(
     """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
     A signed peer writing to an agent meets the agent's policy (:mod:`gateway.services.policy`):
-    allow stores and delivers (``TASK_STATE_COMPLETED``), deny stores nothing
+    allow stores and delivers (``TASK_STATE_COMPLETED``; ``TASK_STATE_AUTH_REQUIRED`` with
+    ``metadata.confer.heldUntilOwnerReturns`` while the agent's answer waits for its offline
+    owner, see :mod:`gateway.agents.peer_tasks`), deny stores nothing
     (``TASK_STATE_REJECTED``), ask holds the message for the owner's consent
     (``TASK_STATE_AUTH_REQUIRED``). Returns ``(task, created)``; idempotent on (caller,
     ``messageId``): a retry returns the first task and stores nothing new.
@@ -138,10 +140,9 @@ async def receive_message(
             await federation_store.insert_inbox(
                 conn, origin_did=caller.origin, remote_message_id=remote_id, message_id=message.id
             )
-            task = await _open_task(state, conn, caller, recipient, params, message, None)
-            pushes.append((notify, message))
+            held = False
             if caller.peer is not None and recipient.agent_id is not None:
-                await enqueue_for_peer(
+                _, agent_status = await enqueue_for_peer(
                     conn,
                     state.hub,
                     agent_id=recipient.agent_id,
@@ -149,6 +150,11 @@ async def receive_message(
                     conversation_id=message.conversation_id,
                     message_id=message.id,
                 )
+                held = agent_status == WAITING
+            task = await _open_task(
+                state, conn, caller, recipient, params, message, None, held=held
+            )
+            pushes.append((notify, message))
         elif verdict.effect == "deny":
             task = await _open_task(state, conn, caller, recipient, params, None, None)
         else:
@@ -302,6 +308,7 @@ _STATUS = {
     "TASK_STATE_REJECTED": "Refused by the recipient's policy.",
     "TASK_STATE_AUTH_REQUIRED": "Waiting for the owner's consent.",
 }
+_HELD_FOR_OWNER = "Delivered; the agent answers when its owner is back online."
 
 
 async def _open_task(
@@ -314,20 +321,25 @@ async def _open_task(
     permission_id: str | None,
     *,
     task_id: str | None = None,
+    held: bool = False,
 ) -> TaskRow:
     task_id = task_id or new_id()
     if message is not None:
-        task_state = "TASK_STATE_COMPLETED"
+        task_state = "TASK_STATE_AUTH_REQUIRED" if held else "TASK_STATE_COMPLETED"
     else:
         task_state = "TASK_STATE_AUTH_REQUIRED" if permission_id else "TASK_STATE_REJECTED"
     context_id = params.message.contextId or (message.conversation_id if message else task_id)
     incoming = params.message.model_dump(exclude_none=True)
     incoming.update(taskId=task_id, contextId=context_id)
     data: dict[str, Any] = {"status": task_state.removeprefix("TASK_STATE_").lower()}
+    text = _STATUS[task_state]
     if message is not None:
         data["messageId"] = message.id
+    if held:
+        data["status"] = "held_for_owner"
+        text = _HELD_FOR_OWNER
     status = agent_text_message(
-        _STATUS[task_state], message_id=new_id(), context_id=context_id, task_id=task_id, data=data
+        text, message_id=new_id(), context_id=context_id, task_id=task_id, data=data
     )
     return await tasks_store.insert_task(
         conn,
@@ -342,6 +354,7 @@ async def _open_task(
         status_message=status,
         permission_id=permission_id,
         remote_message_id=params.message.messageId,
+        metadata=tasks_store.HELD_FOR_OWNER if held else None,
         now=state.clock.now(),
     )
 

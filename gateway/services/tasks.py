@@ -29,6 +29,7 @@ from a2a.protocol import (
 )
 from gateway.clock import Clock
 from gateway.ids import new_id
+from gateway.store import agent_tasks as agent_tasks_store
 from gateway.store import audit as audit_store
 from gateway.store import permissions as permissions_store
 from gateway.store import tasks as store
@@ -193,6 +194,8 @@ async def cancel_task(
         )
         if updated is None:
             raise TaskNotCancelableError(f"task {task_id} finished meanwhile")
+        if row.metadata_json and row.metadata_json.get("confer", {}).get("heldUntilOwnerReturns"):
+            await _withdraw_agent_answer(conn, clock, row)
         if row.permission_id:  # the pending consent request is withdrawn with the task
             await permissions_store.decide_permission(
                 conn,
@@ -210,6 +213,26 @@ async def cancel_task(
         )
     events.publish(updated)
     return updated
+
+
+async def _withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:
+    """The requester canceled a task held for the owner: the agent's waiting answer is
+    withdrawn unless another held task of the same conversation still asks for it."""
+    conversation_id = await conn.fetchval(
+        "SELECT conversation_id FROM messages WHERE id = $1", row.message_id
+    )
+    if conversation_id is None:
+        return
+    others = await store.list_held_for_owner(
+        conn, user_id=row.user_id, conversation_id=conversation_id
+    )
+    if not [t for t in others if t.id != row.id]:
+        await agent_tasks_store.withdraw_waiting(
+            conn,
+            conversation_id=conversation_id,
+            reason="withdrawn: the requester canceled",
+            now=clock.now(),
+        )
 
 
 _ALL_STATES = (

@@ -96,6 +96,20 @@ async def recover(conn: asyncpg.Connection, *, max_attempts: int, now: datetime)
     return int(failed.split()[-1]) + int(queued.split()[-1])
 
 
+async def withdraw_waiting(
+    conn: asyncpg.Connection, *, conversation_id: str, reason: str, now: datetime
+) -> bool:
+    """Fail the conversation's ``waiting`` task with ``reason``; True when there was one."""
+    result = await conn.execute(
+        """UPDATE agent_tasks SET status = 'failed', finished_at = $2, error = $3
+           WHERE conversation_id = $1 AND status = 'waiting'""",
+        conversation_id,
+        now,
+        reason,
+    )
+    return result.split()[-1] != "0"
+
+
 async def get_task(conn: asyncpg.Connection, *, id: str) -> dict[str, Any] | None:
     """One task row, or None."""
     record = await conn.fetchrow("SELECT * FROM agent_tasks WHERE id = $1", id)

@@ -123,6 +123,30 @@ async def get_task_by_permission(conn: asyncpg.Connection, *, permission_id: str
     return _task(record) if record else None
 
 
+HELD_FOR_OWNER = {"confer": {"heldUntilOwnerReturns": True}}
+"""``metadata`` of a task delivered while its owner was offline (the agent answers later)."""
+
+
+async def list_held_for_owner(
+    conn: asyncpg.Connection, *, user_id: str, conversation_id: str | None = None
+) -> list[TaskRow]:
+    """The owner's tasks still interrupted until they return (locked ``FOR UPDATE``), oldest
+    first; with ``conversation_id`` only those whose delivered message is in it."""
+    records = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM a2a_tasks t
+            WHERE t.user_id = $1 AND t.state = 'TASK_STATE_AUTH_REQUIRED'
+              AND t.permission_id IS NULL AND t.metadata_json @> $2::jsonb
+              AND ($3::text IS NULL OR EXISTS (
+                    SELECT 1 FROM messages m WHERE m.id = t.message_id
+                    AND m.conversation_id = $3))
+            ORDER BY t.id FOR UPDATE OF t""",
+        user_id,
+        HELD_FOR_OWNER,
+        conversation_id,
+    )
+    return [_task(r) for r in records]
+
+
 async def update_task_state(
     conn: asyncpg.Connection,
     *,

@@ -11,6 +11,7 @@ import pytest
 from tests.gateway.harness import Instance, User, next_event, run_instance
 
 OFFLINE_INTRO = "This is Confer's offline provider"
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 @pytest.fixture
@@ -99,10 +100,67 @@ async def test_an_offline_owner_holds_the_request_until_they_return(pair) -> Non
         assert await rows(b, own) == []
         peer_messages = await rows(b, "SELECT content FROM messages WHERE sender_type='peer_agent'")
         assert len(peer_messages) == 2  # delivered and readable by bob meanwhile
+        held = await rows(b, "SELECT state, metadata_json, message_id FROM a2a_tasks ORDER BY id")
+        assert [t["state"] for t in held] == ["TASK_STATE_AUTH_REQUIRED"] * 2  # interrupted
+        assert all(t["metadata_json"] == {"confer": {"heldUntilOwnerReturns": True}} for t in held)
+        assert all(t["message_id"] for t in held)
         async with bob.websocket():
             answer = await agent_answer(alice_ws, bob.profile["agent_did"])
     assert "second question" in answer["content"]  # it answers the newest message
     assert await agent_tasks(b) == ["done"]
+    settled = await rows(b, "SELECT state, status_message_json FROM a2a_tasks ORDER BY id")
+    assert [t["state"] for t in settled] == ["TASK_STATE_COMPLETED"] * 2
+    assert settled[0]["status_message_json"]["parts"][0]["text"].startswith("Delivered: the owner")
+
+
+@pytest.mark.redis
+async def test_a_device_on_another_process_counts_as_online(make_database) -> None:
+    """Two gateway processes of one instance share presence through Redis: bob connected to
+    the second process is online for the first, so the agent answers at once."""
+    database = await make_database()
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(database, redis_url=REDIS_URL) as b1,
+        run_instance(database, redis_url=REDIS_URL) as b2,
+    ):
+        alice, bob, conversation_id = await setup(a, b1, allow=True, offline_ok=False)
+        login = await b2.client.post(
+            "/v1/auth/login", json={"username": "bob", "password": "correct horse battery"}
+        )
+        assert login.status_code == 200, login.text
+        bob2 = User(b2, login.json()["access_token"], bob.profile)
+        async with bob2.websocket(), alice.websocket() as alice_ws:
+            await alice.send(conversation_id, "Anyone home?")
+            answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+        assert "Anyone home?" in answer["content"]
+        [task] = await rows(b1, "SELECT state FROM a2a_tasks")
+        assert task["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_canceling_a_held_request_withdraws_the_agents_answer(make_database) -> None:
+    from tests.gateway.fakepeer import run_fake_peer
+    from tests.gateway.test_consent import rpc, signed
+
+    async with run_instance(await make_database()) as b, run_fake_peer() as peer:
+        bob = await b.register("bob")
+        added = await bob.request(
+            "POST", "/v1/contacts", json={"did": peer.did, "policy_overrides": {"default": "auto"}}
+        )
+        assert added.status_code in (200, 201), added.text
+        agent_id = bob.profile["agent_did"].rsplit(":", 1)[1]
+        first = (await signed(b, peer, agent_id, peer.rpc("one")))["result"]["task"]
+        second = (await signed(b, peer, agent_id, peer.rpc("two")))["result"]["task"]
+        assert first["status"]["state"] == second["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+        assert await agent_tasks(b) == ["waiting"]
+        await signed(b, peer, agent_id, rpc("CancelTask", {"id": first["id"]}))
+        assert await agent_tasks(b) == ["waiting"]  # "two" still waits for an answer
+        canceled = await signed(b, peer, agent_id, rpc("CancelTask", {"id": second["id"]}))
+        assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert await agent_tasks(b) == ["failed"]  # nobody waits any more: withdrawn
+        async with bob.websocket():
+            await asyncio.sleep(0.5)
+        assert await agent_tasks(b) == ["failed"]  # bob's return starts nothing
+        assert await rows(b, "SELECT 1 FROM messages WHERE sender_type = 'own_agent'") == []
 
 
 async def test_consent_then_the_agent_answers(pair) -> None:
