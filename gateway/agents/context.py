@@ -80,8 +80,11 @@ def _ambient_text(ambient: Any) -> str:
     )
 
 
-def _turn(message: dict[str, Any], owner: User) -> ChatTurn:
-    if message["sender_type"] == "own_agent":
+def _turn(message: dict[str, Any], owner: User, agent_id: str | None = None) -> ChatTurn:
+    """The message as a chat turn for ``agent_id``: its own answers are ``assistant``; the
+    owner's words plain ``user``; anyone else's (people, other agents of a group, peers)
+    ``user`` prefixed with the sender's name."""
+    if message["sender_type"] == "own_agent" and agent_id in (None, message["sender_id"]):
         return ChatTurn(role="assistant", content=message["content"] or "")
     if message["sender_type"] == "user" and message["sender_id"] == owner.id:
         return ChatTurn(role="user", content=message["content"] or "")
@@ -106,14 +109,14 @@ def _fit(blocks: list[tuple[str, str]], budget: int) -> tuple[list[str], list[st
 
 
 def split_history(
-    history: list[dict[str, Any]], owner: User, budget: int
+    history: list[dict[str, Any]], owner: User, budget: int, agent_id: str | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(older messages that do not fit, newest messages that fit)`` in ``budget`` tokens."""
     usable = [m for m in history if m["content_type"] != "system_notice"]
     kept: list[dict[str, Any]] = []
     used = 0
     for message in reversed(usable):
-        cost = estimate_tokens(_turn(message, owner).content)
+        cost = estimate_tokens(_turn(message, owner, agent_id).content)
         if used + cost > budget:
             break
         kept.append(message)
@@ -150,7 +153,9 @@ async def assemble(
         _part("personality", personality(agent)),
     ]
     left = budget - sum(p.tokens for p in head) - summary.tokens
-    history, turns, kept = await _history(conn, owner, conversation_id, min(history_budget, left))
+    history, turns, kept = await _history(
+        conn, agent, owner, conversation_id, min(history_budget, left)
+    )
     references, memories, knowledge = await _references(
         conn, agent, owner, now, left - history.tokens
     )
@@ -163,12 +168,12 @@ async def assemble(
 
 
 async def _history(
-    conn: asyncpg.Connection, owner: User, conversation_id: str, budget: int
+    conn: asyncpg.Connection, agent: Agent, owner: User, conversation_id: str, budget: int
 ) -> tuple[ContextPart, list[ChatTurn], list[dict[str, Any]]]:
     """Step 6: the newest non-compacted messages that fit ``budget``."""
     history = await store.list_history(conn, conversation_id=conversation_id)
-    older, kept = split_history(history, owner, max(budget, 0))
-    turns = [_turn(m, owner) for m in kept]
+    older, kept = split_history(history, owner, max(budget, 0), agent.id)
+    turns = [_turn(m, owner, agent.id) for m in kept]
     part = _part(
         "history",
         "\n".join(f"{t.role}: {t.content}" for t in turns),

@@ -241,7 +241,7 @@ class AgentRuntime:
         total = sum(estimate_tokens(m["content"] or "") for m in history)
         if total <= budget:
             return False
-        older, kept = split_history(history, owner, budget // 2)
+        older, kept = split_history(history, owner, budget // 2, agent.id)
         cut = kept[0]["id"] if kept else None
         to_compact = [m for m in history if cut is None or m["id"] < cut]
         if not older:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any
 
 import asyncpg
@@ -19,25 +20,64 @@ import asyncpg
 from gateway.agents.runtime import AgentRuntime
 from gateway.clock import Clock
 from gateway.store import agent_tasks as tasks_store
+from models import Agent
 
 log = logging.getLogger(__name__)
 
 
 async def enqueue_for_message(
-    conn: asyncpg.Connection, *, conversation_id: str, message_id: str, sender_user_id: str
-) -> str | None:
-    """Queue a task when a user writes to their own agent (``direct_user_agent``).
+    conn: asyncpg.Connection,
+    *,
+    conversation_id: str,
+    message_id: str,
+    sender_user_id: str,
+    text: str | None = None,
+    in_reply_to: str | None = None,
+) -> list[str]:
+    """Queue a task for every local agent a user's message reaches; returns the task ids.
 
-    Call inside the transaction that stores the message; returns the task id or None.
+    - ``direct_user_agent``: the sender's own agent, always.
+    - ``group``: each agent of the group the message addresses — mentioned as ``@<name>``
+      (case-insensitive, whole name), ``@<agent id>`` or by its DID, or answered (the message
+      replies to one of its messages) — when the sender is its owner or the agent is public
+      (``is_public``); another user's private agent never answers for them.
+
+    Only people's messages start tasks, never agents' answers, so agents cannot loop. Call
+    inside the transaction that stores the message.
     """
-    agent_id = await tasks_store.get_addressed_agent(
+    own = await tasks_store.get_addressed_agent(
         conn, conversation_id=conversation_id, sender_user_id=sender_user_id
     )
-    if agent_id is None:
-        return None
-    return await tasks_store.enqueue(
-        conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
-    )
+    if own is not None:
+        addressed = [own]
+    else:
+        replied_to = (
+            await tasks_store.get_agent_sender(conn, message_id=in_reply_to)
+            if in_reply_to
+            else None
+        )
+        addressed = [
+            agent.id
+            for agent in await tasks_store.list_group_agents(conn, conversation_id=conversation_id)
+            if (agent.user_id == sender_user_id or agent.is_public)
+            and (agent.id == replied_to or mentions(text or "", agent))
+        ]
+    return [
+        await tasks_store.enqueue(
+            conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
+        )
+        for agent_id in addressed
+    ]
+
+
+def mentions(text: str, agent: Agent) -> bool:
+    """True when ``text`` addresses ``agent``: ``@<name>`` or ``@<id>`` as a whole word
+    (not followed by a letter, digit or ``_``; case-insensitive), or the agent's DID."""
+    if agent.did in text:
+        return True
+    names = [re.escape(agent.id)] + ([re.escape(agent.name)] if agent.name else [])
+    pattern = r"(?<![\w@])@(?:" + "|".join(names) + r")(?!\w)"
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 class AgentWorker:

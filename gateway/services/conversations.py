@@ -379,7 +379,12 @@ async def store_user_message(
             message_id=message.id,
         )
     await enqueue_for_message(
-        conn, conversation_id=conversation_id, message_id=message.id, sender_user_id=user.id
+        conn,
+        conversation_id=conversation_id,
+        message_id=message.id,
+        sender_user_id=user.id,
+        text=data.content,
+        in_reply_to=data.in_reply_to,
     )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)

@@ -1,6 +1,7 @@
 """``agent_tasks`` rows: the durable ``agent.{agent_id}.tasks`` queue (migration 0006).
 
-At most one task per conversation is ``queued`` and at most one ``running`` (partial unique
+At most one task per conversation and agent is ``queued`` (migration 0008: a group message
+may address several agents) and at most one per conversation ``running`` (partial unique
 indexes). Enqueuing while a task waits re-points the waiting task at the newer message.
 ``NOTIFY confer_agent_tasks`` wakes workers when the enqueuing transaction commits.
 """
@@ -13,6 +14,8 @@ from typing import Any
 import asyncpg
 
 from gateway.ids import new_id
+from gateway.store.users import ACTIVE_OWNER, agent_from_record
+from models import Agent
 
 CHANNEL = "confer_agent_tasks"
 
@@ -24,7 +27,7 @@ async def enqueue(
     task_id = await conn.fetchval(
         """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id)
            VALUES ($1, $2, $3, $4)
-           ON CONFLICT (conversation_id) WHERE status = 'queued'
+           ON CONFLICT (conversation_id, agent_id) WHERE status = 'queued'
            DO UPDATE SET trigger_message_id = EXCLUDED.trigger_message_id
            RETURNING id""",
         new_id(),
@@ -88,7 +91,8 @@ async def recover(conn: asyncpg.Connection, *, max_attempts: int, now: datetime)
                                ELSE 'interrupted; superseded by a newer task' END
            WHERE t.status = 'running' AND (t.attempts >= $1 OR EXISTS (
              SELECT 1 FROM agent_tasks q
-             WHERE q.conversation_id = t.conversation_id AND q.status = 'queued'))""",
+             WHERE q.conversation_id = t.conversation_id AND q.agent_id = t.agent_id
+               AND q.status = 'queued'))""",
         max_attempts,
         now,
     )
@@ -164,5 +168,28 @@ async def get_addressed_agent(
            WHERE c.id = $1 AND c.type = 'direct_user_agent' LIMIT 1""",
         conversation_id,
         sender_user_id,
+    )
+    return str(value) if value else None
+
+
+async def list_group_agents(conn: asyncpg.Connection, *, conversation_id: str) -> list[Agent]:
+    """The local agents taking part in the group ``conversation_id`` whose owners are active
+    (not deleted, not disabled); empty for any other conversation type."""
+    records = await conn.fetch(
+        f"""SELECT a.* FROM conversations c
+            JOIN conversation_participants p
+              ON p.conversation_id = c.id AND p.participant_type = 'own_agent'
+            JOIN agents a ON a.id = p.agent_id
+            WHERE c.id = $1 AND c.type = 'group' AND {ACTIVE_OWNER.format(user_id="a.user_id")}
+            ORDER BY p.id""",
+        conversation_id,
+    )
+    return [agent_from_record(r) for r in records]
+
+
+async def get_agent_sender(conn: asyncpg.Connection, *, message_id: str) -> str | None:
+    """The agent id that wrote ``message_id`` (``sender_type = 'own_agent'``), else None."""
+    value = await conn.fetchval(
+        "SELECT sender_id FROM messages WHERE id = $1 AND sender_type = 'own_agent'", message_id
     )
     return str(value) if value else None

@@ -18,7 +18,8 @@ def _user(record: asyncpg.Record) -> User:
     return User.model_validate(data)
 
 
-def _agent(record: asyncpg.Record) -> Agent:
+def agent_from_record(record: asyncpg.Record) -> Agent:
+    """An ``agents`` row as the data model's ``Agent`` (JSON columns under their API names)."""
     data = dict(record)
     data["model_config"] = data.pop("model_config_json") or None
     data["policies"] = data.pop("policies_json") or None
@@ -107,13 +108,13 @@ async def insert_agent(
         policies,
     )
     assert record is not None
-    return _agent(record)
+    return agent_from_record(record)
 
 
 async def get_agent(conn: asyncpg.Connection, *, id: str) -> Agent | None:
     """The agent with this id, or None."""
     record = await conn.fetchrow("SELECT * FROM agents WHERE id = $1", id)
-    return _agent(record) if record else None
+    return agent_from_record(record) if record else None
 
 
 async def get_main_agent(conn: asyncpg.Connection, *, user_id: str) -> Agent | None:
@@ -121,7 +122,7 @@ async def get_main_agent(conn: asyncpg.Connection, *, user_id: str) -> Agent | N
     record = await conn.fetchrow(
         "SELECT * FROM agents WHERE user_id = $1 ORDER BY id LIMIT 1", user_id
     )
-    return _agent(record) if record else None
+    return agent_from_record(record) if record else None
 
 
 _UPDATABLE = ("display_name", "avatar_url", "email", "phone", "preferences_json")
@@ -223,7 +224,7 @@ async def replace_llm_keys(conn: asyncpg.Connection, *, id: str, keys: dict[str,
 async def list_agents(conn: asyncpg.Connection, *, user_id: str) -> list[Agent]:
     """The user's agents, oldest (the main one) first."""
     records = await conn.fetch("SELECT * FROM agents WHERE user_id = $1 ORDER BY id", user_id)
-    return [_agent(r) for r in records]
+    return [agent_from_record(r) for r in records]
 
 
 _AGENT_COLUMNS = {
@@ -252,7 +253,7 @@ async def update_agent(
         *(v for _, v in columns),
     )
     assert record is not None
-    return _agent(record)
+    return agent_from_record(record)
 
 
 ACTIVE_OWNER = """EXISTS (SELECT 1 FROM users owner WHERE owner.id = {user_id}
