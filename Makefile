@@ -32,6 +32,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/roundtrip.py
 	$(BIN)/python bench/federation.py
+	$(BIN)/python bench/agent.py
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate
