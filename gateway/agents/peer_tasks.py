@@ -125,6 +125,28 @@ async def release_waiting(
     return len(released)
 
 
+async def release_present_owners(
+    pool: asyncpg.Pool, clock: Clock, hub: EventHub, task_events: TaskEvents | None = None
+) -> int:
+    """Release the waiting tasks of owners who are online now; returns how many were queued.
+
+    Closes the race where a peer's request is held in the instant its owner connects (the
+    owner looked offline to the request, and the connect-time release ran before the held
+    task committed). Run periodically by the consent sweeper.
+    """
+    async with pool.acquire() as conn:
+        owners = await conn.fetch(
+            """SELECT DISTINCT a.user_id FROM agent_tasks w JOIN agents a ON a.id = w.agent_id
+               WHERE w.status = 'waiting'"""
+        )
+    released = 0
+    for record in owners:
+        owner = record["user_id"]
+        if hub.connections(owner) > 0 or await hub.ephemeral.user_online(owner):
+            released += await release_waiting(pool, clock, owner, task_events)
+    return released
+
+
 async def _complete_held(conn: asyncpg.Connection, row: TaskRow, clock: Clock) -> TaskRow:
     status = agent_text_message(
         "Delivered: the owner is back and the agent is answering.",

@@ -1,4 +1,5 @@
-"""Resolves expired consent requests as denied, every ``permission_sweep_seconds``."""
+"""Every ``permission_sweep_seconds``: resolves expired consent requests as denied, and releases
+requests held for owners who are online again (:func:`release_present_owners`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 
 import asyncpg
 
+from gateway.agents.peer_tasks import release_present_owners
 from gateway.services import consent
 from gateway.state import AppState
 
@@ -14,10 +16,11 @@ log = logging.getLogger(__name__)
 
 
 async def run_sweeper(state: AppState) -> None:
-    """Deny pending permission requests past their expiry until cancelled."""
+    """Deny expired permission requests and release held ones until cancelled."""
     while True:
         try:
             await consent.expire_due(state)
+            await release_present_owners(state.pool, state.clock, state.hub, state.task_events)
         except (asyncpg.PostgresError, OSError) as exc:
             log.warning("consent sweeper: database error: %s", exc)
         await asyncio.sleep(state.settings.permission_sweep_seconds)

@@ -191,3 +191,30 @@ async def test_denied_requests_start_no_task(pair) -> None:
         )
     await asyncio.sleep(0.3)
     assert await agent_tasks(b) == []
+
+
+async def test_the_sweep_releases_requests_held_while_the_owner_connected(pair) -> None:
+    """The race: a request is held in the instant bob connects (his connect-time release ran
+    before the held task committed). The periodic sweep sees bob online and releases it."""
+    from gateway.agents.peer_tasks import release_present_owners
+
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=True, offline_ok=False)
+    await alice.send(conversation_id, "are you there?")
+    for _ in range(100):
+        if await agent_tasks(b) == ["waiting"]:
+            break
+        await asyncio.sleep(0.05)
+    assert await agent_tasks(b) == ["waiting"]
+    state = b.state
+    assert await release_present_owners(state.pool, state.clock, state.hub) == 0  # offline
+    # bob's device arrives in the presence set without this process's connect-time release
+    await state.hub.ephemeral.device_online(bob.profile["id"], "device-elsewhere")
+    assert await release_present_owners(state.pool, state.clock, state.hub) == 1
+    for _ in range(200):
+        if await agent_tasks(b) == ["done"]:
+            break
+        await asyncio.sleep(0.05)
+    assert await agent_tasks(b) == ["done"]
+    [task] = await rows(b, "SELECT state FROM a2a_tasks")
+    assert task["state"] == "TASK_STATE_COMPLETED"
