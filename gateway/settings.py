@@ -81,7 +81,8 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = 60.0
     llm_providers: dict[str, dict[str, str]] = Field(
         default_factory=dict,
-        description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}}.',
+        description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}};'
+        ' add "stream_usage": "true" when an OpenAI-compatible server accepts stream_options.',
     )
 
     @model_validator(mode="after")

@@ -76,10 +76,13 @@ WIRE_FORMATS = ("openai", "anthropic")
 
 
 def catalog_endpoints() -> dict[str, dict[str, str]]:
-    """``{provider id: {"base_url", "wire"}}`` for every LLM provider with a default base URL
-    and a wire format the runtime speaks (OpenAI-compatible chat completions, Anthropic)."""
-    return {
+    """``{provider id: {"base_url", "wire"[, "stream_usage"]}}`` for every LLM provider with a
+    default base URL and a wire format the runtime speaks (OpenAI-compatible chat completions,
+    Anthropic); ``stream_usage: "true"`` asks an OpenAI-compatible endpoint for token usage."""
+    endpoints = {
         p.id: {"base_url": p.base_url, "wire": p.api_style}
         for p in llm_providers()
         if p.base_url and p.api_style in WIRE_FORMATS
     }
+    endpoints["openai"]["stream_usage"] = "true"  # OpenAI's own API reports streamed usage
+    return endpoints

@@ -65,6 +65,9 @@ class ChatCall:
     purpose: str = "reply"
     sources: list[Source] = field(default_factory=list)
     language: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    """Filled by the provider when its stream reports token usage: ``input_tokens`` (the
+    prompt as the model's tokenizer counted it) and ``output_tokens``."""
 
 
 class Provider(Protocol):
@@ -116,16 +119,29 @@ async def _sse_data(
 
 
 class OpenAICompatible:
-    """``/chat/completions`` streaming client for one base URL and (optional) bearer key."""
+    """``/chat/completions`` streaming client for one base URL and (optional) bearer key.
+
+    With ``stream_usage`` the request asks for ``stream_options: {"include_usage": true}``
+    (OpenAI API; not every compatible server accepts it, so it is opt-in per endpoint). A
+    ``usage`` object in the stream (``prompt_tokens``, ``completion_tokens``) is recorded in
+    ``call.usage`` whether asked for or not.
+    """
 
     def __init__(
-        self, name: str, http: httpx.AsyncClient, base_url: str, api_key: str | None, timeout: float
+        self,
+        name: str,
+        http: httpx.AsyncClient,
+        base_url: str,
+        api_key: str | None,
+        timeout: float,
+        stream_usage: bool = False,
     ) -> None:
         self.name = name
         self._http = http
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self._timeout = timeout
+        self._stream_usage = stream_usage
 
     async def stream(self, call: ChatCall) -> AsyncIterator[str]:
         """Stream the completion's text deltas. Raises ProviderError."""
@@ -140,6 +156,8 @@ class OpenAICompatible:
         }
         if call.temperature is not None:
             body["temperature"] = call.temperature
+        if self._stream_usage:
+            body["stream_options"] = {"include_usage": True}
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         async for data in _sse_data(self._http, self._url, body, headers, self._timeout):
             if data == "[DONE]":
@@ -148,10 +166,21 @@ class OpenAICompatible:
                 raise ProviderError("bad_response", f"unexpected stream line: {str(data)[:100]}")
             if "error" in data:
                 raise ProviderError("rejected", f"the provider reported: {data['error']}")
+            _record_usage(call, data.get("usage"), "prompt_tokens", "completion_tokens")
             for choice in data.get("choices") or []:
                 text = (choice.get("delta") or {}).get("content")
                 if text:
                     yield text
+
+
+def _record_usage(call: ChatCall, usage: Any, input_key: str, output_key: str) -> None:
+    """Copy the provider's integer token counts (when present) into ``call.usage``."""
+    if not isinstance(usage, dict):
+        return
+    for key, ours in ((input_key, "input_tokens"), (output_key, "output_tokens")):
+        value = usage.get(key) if key else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            call.usage[ours] = value
 
 
 def anthropic_turns(turns: list[ChatTurn]) -> list[dict[str, str]]:
@@ -197,6 +226,10 @@ class Anthropic:
             if not isinstance(data, dict):
                 continue
             kind = data.get("type")
+            if kind == "message_start":
+                _record_usage(call, (data.get("message") or {}).get("usage"), "input_tokens", "")
+            elif kind == "message_delta":
+                _record_usage(call, data.get("usage"), "", "output_tokens")
             if kind == "error":
                 raise ProviderError("rejected", f"the provider reported: {data.get('error')}")
             if kind == "content_block_delta" and data["delta"].get("type") == "text_delta":

@@ -46,5 +46,13 @@ class ProviderRegistry:
         if endpoint is None:
             raise ProviderError("unknown_provider", f"no endpoint for provider {choice.provider!r}")
         key = await self._key_lookup(user_id, choice.provider)
-        wire = Anthropic if endpoint.get("wire") == "anthropic" else OpenAICompatible
-        return wire(choice.provider, self._http, endpoint["base_url"], key, self._timeout)
+        if endpoint.get("wire") == "anthropic":
+            return Anthropic(choice.provider, self._http, endpoint["base_url"], key, self._timeout)
+        return OpenAICompatible(
+            choice.provider,
+            self._http,
+            endpoint["base_url"],
+            key,
+            self._timeout,
+            stream_usage=str(endpoint.get("stream_usage", "")).lower() == "true",
+        )

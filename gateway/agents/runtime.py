@@ -109,7 +109,7 @@ class AgentRuntime:
             await self._fail(task, agent, brain, exc, members)
             return
         citations = _citations(call) if provider_name == OfflineProvider.name else None
-        await self._store_reply(task, agent, brain, text, citations, members)
+        await self._store_reply(task, agent, brain, text, citations, members, call.usage)
         try:
             await self.compact_if_needed(task["conversation_id"], agent, owner)
         except ProviderError as exc:
@@ -154,8 +154,15 @@ class AgentRuntime:
         text: str,
         citations: list[dict[str, Any]] | None,
         members: list[str],
+        usage: dict[str, int] | None = None,
     ) -> None:
-        meta = {"provider": choice.provider, "model": choice.model, "task_id": task["id"]}
+        meta: dict[str, Any] = {
+            "provider": choice.provider,
+            "model": choice.model,
+            "task_id": task["id"],
+        }
+        if usage:
+            meta["usage"] = usage  # the provider's own token counts for this call
         await self._insert_and_finish(
             task, agent, "own_agent", "text", text, meta, citations, "done", None, members
         )

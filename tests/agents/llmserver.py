@@ -12,7 +12,9 @@ Endpoints (served by uvicorn on 127.0.0.1, reached over real TCP by the code und
 
 The reply text is ``reply_prefix`` + the last user message, split into word chunks. Every
 request body is recorded in ``requests``. ``fail_with`` makes the next chat calls answer that
-HTTP status (for error paths); ``hang`` makes them wait until the client goes away.
+HTTP status (for error paths); ``hang`` makes them wait until the client goes away. Token
+usage (whitespace words) is reported as the real APIs do: Anthropic in ``message_start`` and
+``message_delta``, OpenAI in a last chunk when ``stream_options.include_usage`` is asked for.
 """
 
 from __future__ import annotations
@@ -125,6 +127,20 @@ class FakeLLM:
                 "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
             }
             yield f"data: {json.dumps(done)}\n\n".encode()
+            if (body.get("stream_options") or {}).get("include_usage"):
+                prompt, completion = count_words(body["messages"]), count_words(text)
+                usage = {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion.chunk",
+                    "model": body["model"],
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    },
+                }
+                yield f"data: {json.dumps(usage)}\n\n".encode()
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")
@@ -164,6 +180,11 @@ class FakeLLM:
                         "model": body["model"],
                         "content": [],
                         "stop_reason": None,
+                        "usage": {
+                            "input_tokens": count_words([body.get("system", "")])
+                            + count_words(body["messages"]),
+                            "output_tokens": 1,
+                        },
                     },
                 },
             )
@@ -187,11 +208,27 @@ class FakeLLM:
                 )
             yield event("content_block_stop", {"type": "content_block_stop", "index": 0})
             yield event(
-                "message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": count_words(text)},
+                },
             )
             yield event("message_stop", {"type": "message_stop"})
 
         return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def count_words(content: Any) -> int:
+    """The fake's "tokenizer": whitespace-separated words in a string or in message contents
+    (a list of ``{"content"}`` dicts or strings)."""
+    if isinstance(content, str):
+        return len(content.split())
+    total = 0
+    for item in content:
+        total += count_words(item.get("content", "") if isinstance(item, dict) else item)
+    return total
 
 
 def _chunks(text: str) -> list[str]:

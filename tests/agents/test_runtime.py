@@ -161,6 +161,37 @@ async def test_anthropic_provider_streams_over_loopback(
         assert calls[-1]["stream"] is True and calls[-1]["max_tokens"] > 0
         assert "personal agent of alice" in calls[-1]["system"]
         assert [m["role"] for m in calls[-1]["messages"]] == ["user", "assistant", "user"]
+        # the provider's own token counts are stored with the answer
+        system_words = len(calls[-1]["system"].split())
+        assert replies[-1]["content_json"]["usage"] == {
+            "input_tokens": system_words + 2 + 3 + 2,  # the three turns' words
+            "output_tokens": 3,
+        }
+
+
+async def test_openai_stream_usage_is_asked_for_when_the_endpoint_allows_it(
+    database_url: str, llm_server: LLMServer
+) -> None:
+    providers = {
+        "plain": {"base_url": llm_server.base_url, "wire": "openai"},
+        "counted": {"base_url": llm_server.base_url, "wire": "openai", "stream_usage": "true"},
+    }
+    async with run_instance(database_url, llm_providers=providers) as instance:
+        alice = await instance.register("alice")
+        conversation_id = await talk_to_agent(alice)
+        await set_model(database_url, alice, "brain", "plain", "m1")
+        await alice.send(conversation_id, "count nothing")
+        [plain] = await wait_for_reply(alice, conversation_id)
+        await set_model(database_url, alice, "brain", "counted", "m2")
+        await alice.send(conversation_id, "count these words")
+        replies = await wait_for_reply(alice, conversation_id, 2)
+    chats = [r for r in llm_server.fake.requests if r["_path"] == "/v1/chat/completions"]
+    assert "stream_options" not in chats[0]
+    assert chats[1]["stream_options"] == {"include_usage": True}
+    assert "usage" not in plain["content_json"]
+    usage = replies[-1]["content_json"]["usage"]
+    assert usage["output_tokens"] == len("echo: count these words".split())
+    assert usage["input_tokens"] == sum(len(m["content"].split()) for m in chats[1]["messages"])
 
 
 async def test_provider_errors_become_system_notices(
