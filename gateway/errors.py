@@ -390,6 +390,19 @@ async def _untranslatable_text(request: Request, exc: Exception) -> JSONResponse
     )
 
 
+async def _unstorable_value(request: Request, exc: Exception) -> JSONResponse:
+    """A last line behind validation: PostgreSQL refused a value (a number out of its column's
+    range, JSON it cannot hold). The transaction rolled back; the input is invalid."""
+    out_of_range = isinstance(exc, asyncpg.exceptions.NumericValueOutOfRangeError)
+    return problem(
+        422,
+        "value_out_of_range" if out_of_range else "invalid_input",
+        "The request holds a value that cannot be stored",
+        str(exc).splitlines()[0][:300],
+        request.url.path,
+    )
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, "internal_error", "Internal error", "unexpected error", request.url.path)
@@ -407,6 +420,11 @@ def install_error_handlers(app: FastAPI) -> None:
         asyncpg.exceptions.UntranslatableCharacterError,
     ):
         app.add_exception_handler(text_error, _untranslatable_text)
+    for value_error in (
+        asyncpg.exceptions.InvalidTextRepresentationError,
+        asyncpg.exceptions.NumericValueOutOfRangeError,
+    ):
+        app.add_exception_handler(value_error, _unstorable_value)
     app.add_exception_handler(Exception, _unexpected_error)
 
 

@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_vali
 from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
-from .base import ConferModel, Timestamp, Ulid
+from .base import ConferModel, StoredJson, Timestamp, Ulid
 from .messages import Citation, ContentType, Message, Translation
 from .users import UserPreferences
 
@@ -288,7 +288,7 @@ class MessageCreate(ConferModel):
 
     content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
     content_type: ContentType = "text"
-    content_json: JsonValue = None
+    content_json: StoredJson = None
     in_reply_to: Ulid | None = None
     citations: list[Citation] | None = Field(default=None, max_length=100)
     language: Annotated[str, StringConstraints(min_length=2, max_length=8)] | None = None
@@ -305,7 +305,7 @@ class MessageUpdate(ConferModel):
 
     version: int = Field(ge=1)
     content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
-    content_json: JsonValue = None
+    content_json: StoredJson = None
 
 
 class MessageVersionPublic(ConferModel):

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, StringConstraints
 
-from .base import ConferModel, Timestamp, Ulid
+from .base import ConferModel, StoredJson, Timestamp, Ulid
 
 MemoryType = Literal["preference", "fact", "decision", "learning", "procedure"]
 """``agent_memories.type`` (seed 000: preferencia, hecho, decision, aprendizaje, procedimiento)."""
@@ -23,6 +23,11 @@ SearchScope = Literal["memories", "knowledge", "messages"]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=32_000)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 Domain = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Snapshot = list[StoredJson] | dict[str, StoredJson]
+"""One part of an ambient snapshot (seed 000 ``contexto_ambiental``, ``JSONB``): a list or an
+object, never a bare scalar."""
+Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+"""Knowledge priority: higher comes first into the context (an ``INTEGER`` column)."""
 
 
 class MemoryRow(ConferModel):
@@ -101,7 +106,7 @@ class KnowledgeCreate(ConferModel):
         default_factory=list
     )
     allowed_agents: list[Ulid] | None = None
-    priority: int = 0
+    priority: Priority = 0
     source: Annotated[str, StringConstraints(max_length=200)] | None = None
     project_id: Label | None = None
     domain: Domain | None = None
@@ -115,7 +120,7 @@ class KnowledgeUpdate(ConferModel):
     content: Text | None = None
     tags: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = None
     allowed_agents: list[Ulid] | None = None
-    priority: int | None = None
+    priority: Priority | None = None
 
 
 class AmbientContextRow(ConferModel):
@@ -139,11 +144,11 @@ class AmbientContextRow(ConferModel):
 class AmbientContextCreate(ConferModel):
     """``POST /v1/ambient-context``; ``ttl_seconds`` defaults to one hour (seed 000)."""
 
-    servers: JsonValue = None
-    services: JsonValue = None
-    pending_tasks: JsonValue = None
-    alerts: JsonValue = None
-    git_state: JsonValue = None
+    servers: Snapshot | None = None
+    services: Snapshot | None = None
+    pending_tasks: Snapshot | None = None
+    alerts: Snapshot | None = None
+    git_state: Snapshot | None = None
     ttl_seconds: Annotated[int, Field(ge=1, le=30 * 24 * 3600)] = 3600
 
 
@@ -198,7 +203,7 @@ class ProjectMemoryWrite(ConferModel):
 
     facts_md: Annotated[str, StringConstraints(max_length=1_000_000)] | None = None
     decisions_md: Annotated[str, StringConstraints(max_length=1_000_000)] | None = None
-    meta: JsonValue = None
+    meta: StoredJson = None
     base_version: Annotated[int, Field(ge=1)] | None = None
 
 

@@ -17,6 +17,7 @@ Shapes (``content_type`` → ``content`` / ``content_json``):
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError
@@ -90,6 +91,8 @@ def check_json(value: Any, where: str, depth: int = 0) -> None:
     """Walk a JSON value: bounded nesting, every string (and key) storable."""
     if depth > MAX_JSON_DEPTH:
         raise ValidationFailedError(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationFailedError(f"{where} holds a number that is not finite (NaN, infinity)")
     if isinstance(value, str):
         check_text(value, where)
     elif isinstance(value, list):
