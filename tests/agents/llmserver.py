@@ -13,6 +13,8 @@ Endpoints (served by uvicorn on 127.0.0.1, reached over real TCP by the code und
 The reply text is ``reply_prefix`` + the last user message, split into word chunks. Every
 request body is recorded in ``requests``. ``fail_with`` makes the next chat calls answer that
 HTTP status (for error paths); ``hang`` makes them wait until the client goes away.
+``embeddings_fail_with`` makes every embeddings call answer that status, and
+``embeddings_refuse`` makes a call whose input contains that word answer 400.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.fail_with: int | None = None
         self.hang = False
+        self.embeddings_fail_with: int | None = None
+        self.embeddings_refuse: str | None = None
 
     def app(self) -> Starlette:
         return Starlette(
@@ -81,6 +85,10 @@ class FakeLLM:
     async def embeddings(self, request: Request) -> Response:
         body = await self._body(request)
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.embeddings_fail_with:
+            return JSONResponse({"error": {"message": "unavailable"}}, self.embeddings_fail_with)
+        if self.embeddings_refuse and any(self.embeddings_refuse in t for t in inputs):
+            return JSONResponse({"error": {"message": "input refused"}}, 400)
         data = [
             {"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(inputs)
         ]
