@@ -90,7 +90,7 @@ async def list_unembedded_messages(
     else:
         where = "m.id > $3::char(26)"
         bound = after
-    return await conn.fetch(
+    records = await conn.fetch(
         f"""SELECT m.id, m.content FROM messages m
             WHERE {where} AND {_EMBEDDABLE_MESSAGE}
             ORDER BY m.id LIMIT $4""",
@@ -99,6 +99,7 @@ async def list_unembedded_messages(
         bound,
         limit,
     )
+    return list(records)
 
 
 async def store_message_embeddings(
