@@ -12,6 +12,8 @@ below it is done) with an anti-join on the ``embeddings`` primary key. After a p
 nothing behind, the floor moves up to the first id of :data:`GRACE_SECONDS` ago (ULIDs start
 with their millisecond, and no message transaction stays open that long), so an idle pass
 reads only the last few minutes of messages. The first pass after start walks everything.
+This assumes the processes' clocks agree within that grace; a message filed further in the
+past is embedded at the next start.
 
 Edits: changing a message deletes its embeddings and ``NOTIFY``s its id
 (:func:`gateway.store.search.forget_message_embeddings`); the indexer embeds those ids whatever
