@@ -59,6 +59,7 @@ from gateway.state import AppState
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
+from gateway.workers.message_embeddings import run_message_indexer
 from gateway.workers.streams import trim_events_forever
 
 DESCRIPTION = """\
@@ -148,6 +149,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 run_auto_translator(app.state.confer), name="confer-translate"
             )
             trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
+            indexer = asyncio.create_task(
+                run_message_indexer(pool, context.embedder, settings), name="confer-embed"
+            )
             try:
                 async with mcp_server.session_manager.run():  # mounted apps get no lifespan
                     yield
@@ -157,8 +161,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 sweeper.cancel()
                 translator.cancel()
                 trimmer.cancel()
+                indexer.cancel()
                 await asyncio.gather(
-                    task, agent_task, sweeper, translator, trimmer, return_exceptions=True
+                    task, agent_task, sweeper, translator, trimmer, indexer, return_exceptions=True
                 )
                 if redis_client is not None:
                     await redis_client.aclose()

@@ -35,3 +35,12 @@ def is_ulid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def floor_at(seconds: float) -> str:
+    """The smallest ULID of the millisecond at ``seconds`` (UNIX time, wall clock).
+
+    Every id :func:`new_id` makes at or after that instant sorts above it (ULID spec: the
+    first 48 bits are the millisecond timestamp).
+    """
+    return str(ULID.from_int(int(seconds * 1000) << 80))

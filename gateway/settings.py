@@ -75,6 +75,17 @@ class Settings(BaseSettings):
     embedding_model: str = "text-embedding-3-small"
     embedding_api_key: str | None = None
     search_similarity_threshold: float = 0.3
+    embed_messages: bool = Field(
+        default=True,
+        description="Embed messages in the background so semantic search covers them (needs"
+        " embedding_base_url and pgvector); false keeps message text away from the endpoint.",
+    )
+    message_embedding_batch: int = Field(
+        default=32, gt=0, le=2048, description="Messages embedded per request to the endpoint."
+    )
+    message_embedding_poll_seconds: float = Field(
+        default=2.0, gt=0, description="How often the message indexer looks for new messages."
+    )
     agent_context_tokens: int = 8000
     agent_history_tokens: int = 4000
     agent_task_max_attempts: int = 3

@@ -4,6 +4,8 @@
 both are available and full-text search always, then merges: a row found by both keeps its
 semantic hit. Every hit says which method produced it. Semantic scores (cosine similarity) and
 full-text scores (ts_rank) are not comparable, so semantic hits come first, then full-text.
+Messages are embedded in the background (:mod:`gateway.workers.message_embeddings`), so a
+new message is found by full text at once and semantically a moment later.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from models.context import SearchHit, SearchResults, SearchScope
 
 SearchMode = Literal["auto", "fulltext", "semantic"]
 ALL_SCOPES: tuple[SearchScope, ...] = ("memories", "knowledge", "messages")
-SEMANTIC_SCOPES = ("memories", "knowledge")
+SEMANTIC_SCOPES: tuple[SearchScope, ...] = ("memories", "knowledge", "messages")
 
 
 class SearchService:

@@ -9,6 +9,7 @@ import asyncpg
 
 from gateway.store.messages import COLUMNS as _COLUMNS
 from gateway.store.messages import message_from_record as _message
+from gateway.store.search import forget_message_embeddings
 from models import Message
 
 
@@ -57,7 +58,10 @@ async def insert_version(
 async def update_content(
     conn: asyncpg.Connection, *, message_id: str, content: str | None, content_json: Any
 ) -> Message:
-    """Replace a visible message's content (the caller holds its row lock)."""
+    """Replace a visible message's content (the caller holds its row lock).
+
+    Its embeddings go too, and the message-embedding indexer is told to embed the new text.
+    """
     record = await conn.fetchrow(
         f"""UPDATE messages SET content = $2, content_json = $3, updated_at = NOW()
             WHERE id = $1 AND deleted_at IS NULL RETURNING {_COLUMNS}""",
@@ -66,11 +70,13 @@ async def update_content(
         content_json,
     )
     assert record is not None
+    await forget_message_embeddings(conn, message_id=message_id, reembed=True)
     return _message(record)
 
 
 async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
-    """Mark deleted and erase the content everywhere it is kept (row and previous versions)."""
+    """Mark deleted and erase the content everywhere it is kept (row, previous versions and
+    embeddings)."""
     deleted_at = await conn.fetchval(
         """UPDATE messages SET deleted_at = NOW(), updated_at = NOW(), content = NULL,
              content_json = NULL, citations_json = NULL, translation_json = NULL
@@ -78,6 +84,7 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
         message_id,
     )
     await conn.execute("DELETE FROM message_versions WHERE message_id = $1", message_id)
+    await forget_message_embeddings(conn, message_id=message_id, reembed=False)
     return deleted_at  # type: ignore[no-any-return]
 
 

@@ -15,6 +15,8 @@ request body is recorded in ``requests``. ``fail_with`` makes the next chat call
 HTTP status (for error paths); ``hang`` makes them wait until the client goes away. Token
 usage (whitespace words) is reported as the real APIs do: Anthropic in ``message_start`` and
 ``message_delta``, OpenAI in a last chunk when ``stream_options.include_usage`` is asked for.
+``embeddings_fail_with`` makes every embeddings call answer that status, and
+``embeddings_refuse`` makes a call whose input contains that word answer 400.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.fail_with: int | None = None
         self.hang = False
+        self.embeddings_fail_with: int | None = None
+        self.embeddings_refuse: str | None = None
 
     def app(self) -> Starlette:
         return Starlette(
@@ -83,6 +87,10 @@ class FakeLLM:
     async def embeddings(self, request: Request) -> Response:
         body = await self._body(request)
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.embeddings_fail_with:
+            return JSONResponse({"error": {"message": "unavailable"}}, self.embeddings_fail_with)
+        if self.embeddings_refuse and any(self.embeddings_refuse in t for t in inputs):
+            return JSONResponse({"error": {"message": "input refused"}}, 400)
         data = [
             {"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(inputs)
         ]

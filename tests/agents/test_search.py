@@ -6,11 +6,22 @@ tests run on an embedded PostgreSQL that has it, with embeddings from a loopback
 
 from __future__ import annotations
 
-import asyncpg
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import asyncpg
+import pytest
+
+from gateway.agents.embeddings import EmbeddingError
+from gateway.store import search as search_store
+from gateway.store.search import MESSAGE_EMBEDDINGS_CHANNEL as CHANNEL
+from gateway.workers import message_embeddings
+from gateway.workers.message_embeddings import MessageEmbeddingIndexer
 from tests.agents.conftest import LLMServer
 from tests.agents.helpers import agent_id
-from tests.gateway.harness import User, run_instance
+from tests.agents.llmserver import embed
+from tests.gateway.harness import Instance, User, run_instance
 
 
 async def _seed(alice: User) -> None:
@@ -179,3 +190,262 @@ async def test_a_deleted_message_leaves_search(database_url: str) -> None:
                 "SELECT count(*) FROM message_search WHERE search_tsv @@ to_tsquery('zeppelin')"
             )
         assert indexed == 0  # the index forgot the words too, not just the read path
+
+
+# --- Semantic search over messages (embedded by the background indexer) -------------------
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0) -> None:
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110 (polls a background worker's effect)
+            await asyncio.sleep(0.05)
+
+
+def _indexer(instance: Instance, batch: int = 32) -> MessageEmbeddingIndexer:
+    return MessageEmbeddingIndexer(
+        instance.state.pool, instance.state.context.embedder, batch=batch
+    )
+
+
+def _embedding_posts(llm: LLMServer) -> list[dict[str, Any]]:
+    return [r for r in llm.fake.requests if r["_path"] == "/v1/embeddings"]
+
+
+async def _semantic(user: User, q: str, **params: Any) -> list[dict[str, Any]]:
+    query = {"q": q, "scope": "messages", "method": "semantic", **params}
+    response = await user.request("GET", "/v1/search", params=query)
+    assert response.status_code == 200, response.text
+    return list(response.json()["hits"])
+
+
+async def _message_embeddings(instance: Instance, message_id: str) -> int:
+    async with instance.state.pool.acquire() as conn:
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM embeddings WHERE owner_table = 'message' AND owner_id = $1",
+                message_id,
+            )
+        )
+
+
+async def test_messages_become_semantically_findable_after_indexing(
+    vector_database_url: str, llm_server: LLMServer
+) -> None:
+    async with run_instance(
+        vector_database_url,
+        embedding_base_url=llm_server.base_url,
+        embedding_model="fake-embed",
+        embed_messages=False,  # this test drives the indexer itself
+    ) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        carol = await instance.register("carol")
+        ours = await alice.direct_with(bob.did)
+        theirs = await carol.direct_with(bob.did)
+        car = await bob.send(ours["id"], "my car is red")
+        await alice.send(ours["id"], "see you tomorrow")
+        vehicle = await bob.send(theirs["id"], "the vehicle needs tyres")
+        assert await _semantic(alice, "automobile") == []  # nothing is embedded yet
+
+        indexer = _indexer(instance, batch=2)
+        before = len(_embedding_posts(llm_server))
+        assert await indexer.run_once() == 3
+        posts = _embedding_posts(llm_server)[before:]
+        assert [len(p["input"]) for p in posts] == [2, 1]  # one request per batch
+        assert await indexer.run_once() == 0  # nothing left: no request either
+        assert len(_embedding_posts(llm_server)) == before + 2
+
+        hits = await _semantic(alice, "automobile")
+        assert [(h["id"], h["kind"], h["method"]) for h in hits] == [
+            (car["id"], "message", "semantic")
+        ]
+        assert hits[0]["conversation_id"] == ours["id"] and hits[0]["text"] == "my car is red"
+        assert 0.3 <= hits[0]["score"] <= 1.0
+        # Carol is not in Alice's conversation, nor Alice in Carol's.
+        assert [h["id"] for h in await _semantic(carol, "automobile")] == [vehicle["id"]]
+        assert {h["id"] for h in await _semantic(bob, "automobile")} == {
+            car["id"],
+            vehicle["id"],
+        }
+        assert await _semantic(alice, "automobile", threshold=0.9) == []
+        # Messages have no project or domain: either filter leaves them out.
+        assert await _semantic(alice, "automobile", project="life") == []
+        assert await _semantic(alice, "automobile", domain="food") == []
+        # auto: a message both methods find is one hit, the semantic one.
+        both = await alice.request("GET", "/v1/search", params={"q": "car", "scope": "messages"})
+        assert [(h["id"], h["method"]) for h in both.json()["hits"]] == [(car["id"], "semantic")]
+
+
+async def test_edited_and_deleted_messages_follow_in_semantic_search(
+    vector_database_url: str, llm_server: LLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A floor ahead of every id: only the edit notification can bring the message back.
+    monkeypatch.setattr(message_embeddings, "GRACE_SECONDS", -3600.0)
+    async with run_instance(
+        vector_database_url,
+        embedding_base_url=llm_server.base_url,
+        embedding_model="fake-embed",
+        embed_messages=False,
+    ) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        conversation = await alice.direct_with(bob.did)
+        sent = await bob.send(conversation["id"], "my car is red")
+        indexer = _indexer(instance)
+        listener = await asyncpg.connect(vector_database_url)
+        try:
+            await listener.add_listener(CHANNEL, indexer.edited)
+            assert await indexer.run_once() == 1
+            assert [h["id"] for h in await _semantic(alice, "automobile")] == [sent["id"]]
+
+            path = f"/v1/conversations/{conversation['id']}/messages/{sent['id']}"
+            edit = {"version": 1, "content": "my bicycle is red"}
+            assert (await bob.request("PATCH", path, json=edit)).status_code == 200
+            assert await _message_embeddings(instance, sent["id"]) == 0
+            assert await _semantic(alice, "automobile") == []
+
+            async def embedded_again() -> bool:  # once the notification has arrived
+                return await indexer.run_once() == 1
+
+            await _eventually(embedded_again)
+        finally:
+            await listener.close()
+        assert await _semantic(alice, "automobile") == []
+        hits = await _semantic(alice, "bicycle")
+        assert [(h["id"], h["text"]) for h in hits] == [(sent["id"], "my bicycle is red")]
+
+        assert (await bob.request("DELETE", path)).status_code in (200, 204)
+        assert await _message_embeddings(instance, sent["id"]) == 0
+        assert await _semantic(alice, "bicycle") == []
+        assert await indexer.run_once() == 0  # a deleted message is never embedded again
+
+
+async def test_endpoint_failures_do_not_lose_messages(
+    vector_database_url: str, llm_server: LLMServer
+) -> None:
+    async with run_instance(
+        vector_database_url,
+        embedding_base_url=llm_server.base_url,
+        embedding_model="fake-embed",
+        embed_messages=False,
+    ) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        conversation = await alice.direct_with(bob.did)
+        car = await bob.send(conversation["id"], "my car is red")
+        indexer = _indexer(instance)
+
+        llm_server.fake.embeddings_fail_with = 503
+        before = len(_embedding_posts(llm_server))
+        with pytest.raises(EmbeddingError):
+            await indexer.run_once()
+        assert len(_embedding_posts(llm_server)) == before + 2  # the batch, then one probe
+        assert await _message_embeddings(instance, car["id"]) == 0
+        # Search still answers, by full text, while the endpoint is down.
+        down = await alice.request("GET", "/v1/search", params={"q": "car"})
+        assert [(h["id"], h["method"]) for h in down.json()["hits"]] == [(car["id"], "fulltext")]
+
+        llm_server.fake.embeddings_fail_with = None
+        assert await indexer.run_once() == 1
+        assert [h["id"] for h in await _semantic(alice, "automobile")] == [car["id"]]
+
+        # An endpoint that refuses one input: the others are embedded, that one is skipped.
+        llm_server.fake.embeddings_refuse = "poison"
+        await bob.send(conversation["id"], "poison pill")
+        wash = await bob.send(conversation["id"], "car wash")
+        assert await indexer.run_once() == 1
+        assert await _message_embeddings(instance, wash["id"]) == 1
+        before = len(_embedding_posts(llm_server))
+        assert await indexer.run_once() == 0
+        assert len(_embedding_posts(llm_server)) == before  # the refused one is not retried
+
+
+async def test_the_running_app_embeds_messages(
+    vector_database_url: str, llm_server: LLMServer
+) -> None:
+    async with run_instance(
+        vector_database_url,
+        embedding_base_url=llm_server.base_url,
+        embedding_model="fake-embed",
+        message_embedding_poll_seconds=0.1,
+    ) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        conversation = await alice.direct_with(bob.did)
+
+        async def found(user: User, q: str) -> list[str]:
+            return [h["id"] for h in await _semantic(user, q)]
+
+        async def until(user: User, q: str, expected: list[str]) -> None:
+            async def check() -> bool:
+                return await found(user, q) == expected
+
+            await _eventually(check)
+
+        async def tried() -> bool:
+            return bool(_embedding_posts(llm_server))
+
+        llm_server.fake.embeddings_fail_with = 500  # the indexer backs off, the app serves
+        car = await bob.send(conversation["id"], "my car is red")
+        await _eventually(tried)
+        assert await found(alice, "automobile") == []
+        assert (await instance.client.get("/healthz")).status_code == 200
+        llm_server.fake.embeddings_fail_with = None
+        await until(alice, "automobile", [car["id"]])
+
+        path = f"/v1/conversations/{conversation['id']}/messages/{car['id']}"
+        edit = {"version": 1, "content": "my bicycle is red"}
+        assert (await bob.request("PATCH", path, json=edit)).status_code == 200
+        await until(alice, "bicycle", [car["id"]])
+        assert await found(alice, "automobile") == []
+
+
+async def test_an_embedding_of_text_that_changed_meanwhile_is_not_stored(
+    vector_database_url: str, llm_server: LLMServer
+) -> None:
+    async with run_instance(
+        vector_database_url,
+        embedding_base_url=llm_server.base_url,
+        embedding_model="fake-embed",
+        embed_messages=False,
+    ) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        conversation = await alice.direct_with(bob.did)
+        sent = await bob.send(conversation["id"], "my car is red")
+        pool = instance.state.pool
+        async with pool.acquire() as conn:
+            [row] = await search_store.list_unembedded_messages(conn, model="fake-embed", limit=9)
+        assert (row["id"], row["content"]) == (sent["id"], "my car is red")
+
+        # Edited between reading and storing: the old text's vector is dropped.
+        path = f"/v1/conversations/{conversation['id']}/messages/{sent['id']}"
+        edit = {"version": 1, "content": "my bicycle is red"}
+        assert (await bob.request("PATCH", path, json=edit)).status_code == 200
+        stale = [(sent["id"], "my car is red", embed("my car is red"))]
+        async with pool.acquire() as conn, conn.transaction():
+            assert (
+                await search_store.store_message_embeddings(conn, model="fake-embed", items=stale)
+                == []
+            )
+
+        # A row another transaction is changing right now is left for a later pass.
+        fresh = [(sent["id"], "my bicycle is red", embed("my bicycle is red"))]
+        locker = await asyncpg.connect(vector_database_url)
+        try:
+            async with locker.transaction():
+                await locker.execute("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE", sent["id"])
+                async with pool.acquire() as conn, conn.transaction():
+                    assert (
+                        await search_store.store_message_embeddings(
+                            conn, model="fake-embed", items=fresh
+                        )
+                        == []
+                    )
+        finally:
+            await locker.close()
+        async with pool.acquire() as conn, conn.transaction():
+            assert await search_store.store_message_embeddings(
+                conn, model="fake-embed", items=fresh
+            ) == [sent["id"]]
+        assert [h["id"] for h in await _semantic(alice, "bicycle")] == [sent["id"]]
