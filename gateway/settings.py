@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -9,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from did.web import did_from_base_url
+from gateway.agents.catalog import WIRE_FORMATS
 
 
 class Settings(BaseSettings):
@@ -95,6 +97,25 @@ class Settings(BaseSettings):
         description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}};'
         ' add "stream_usage": "true" when an OpenAI-compatible server accepts stream_options.',
     )
+
+    @field_validator("llm_providers")
+    @classmethod
+    def _check_llm_providers(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """Each endpoint: an id of 1–64 ``[a-z0-9._-]``, an http(s) ``base_url``, ``wire``
+        ``openai`` (default) or ``anthropic``, optional ``stream_usage`` ``true``/``false``."""
+        for provider_id, endpoint in value.items():
+            if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", provider_id):
+                raise ValueError(f"provider id {provider_id!r}: 1-64 of a-z 0-9 . _ -")
+            unknown = set(endpoint) - {"base_url", "wire", "stream_usage"}
+            if unknown:
+                raise ValueError(f"provider {provider_id!r}: unknown keys {sorted(unknown)}")
+            if not str(endpoint.get("base_url", "")).startswith(("http://", "https://")):
+                raise ValueError(f"provider {provider_id!r}: base_url must be an http(s) URL")
+            if endpoint.get("wire", "openai") not in WIRE_FORMATS:
+                raise ValueError(f"provider {provider_id!r}: wire is one of {WIRE_FORMATS}")
+            if str(endpoint.get("stream_usage", "false")).lower() not in ("true", "false"):
+                raise ValueError(f"provider {provider_id!r}: stream_usage is true or false")
+        return value
 
     @model_validator(mode="after")
     def _default_public_url(self) -> Settings:

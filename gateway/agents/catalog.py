@@ -13,7 +13,8 @@ offline provider, no network), ``tavily`` and ``brave`` (web search tools).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Literal
 
 ProviderKind = Literal["llm", "tool"]
@@ -65,6 +66,41 @@ _BY_ID = {p.id: p for p in PROVIDERS}
 def get_provider(provider_id: str) -> Provider | None:
     """The catalog entry for ``provider_id``, or None when Confer does not know it."""
     return _BY_ID.get(provider_id)
+
+
+def configured_providers(extra: Mapping[str, Mapping[str, str]]) -> tuple[Provider, ...]:
+    """The catalog with the operator's endpoints (``CONFER_LLM_PROVIDERS``) folded in.
+
+    An extra id that names a catalog provider overrides its wire format and base URL (and
+    keeps its name and key requirement); a new id becomes an LLM provider of its own, keys
+    optional (local servers need none). Catalog order first, then new ids sorted.
+    """
+    merged: list[Provider] = []
+    for entry in PROVIDERS:
+        override = extra.get(entry.id)
+        if override is not None:
+            entry = replace(
+                entry, api_style=override.get("wire", "openai"), base_url=override["base_url"]
+            )
+        merged.append(entry)
+    for provider_id in sorted(set(extra) - set(_BY_ID)):
+        endpoint = extra[provider_id]
+        merged.append(
+            Provider(
+                provider_id,
+                provider_id,
+                "llm",
+                endpoint.get("wire", "openai"),
+                endpoint["base_url"],
+                requires_key=False,
+            )
+        )
+    return tuple(merged)
+
+
+def find_provider(provider_id: str, extra: Mapping[str, Mapping[str, str]]) -> Provider | None:
+    """``provider_id`` in :func:`configured_providers`, or None."""
+    return next((p for p in configured_providers(extra) if p.id == provider_id), None)
 
 
 def llm_providers() -> tuple[Provider, ...]:

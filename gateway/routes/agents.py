@@ -50,8 +50,9 @@ async def get_my_agent(current: Current, state: State) -> Agent:
 async def patch_my_agent(
     data: AgentUpdate, current: Current, request: Request, state: State
 ) -> Agent:
-    """Change name, description, avatar, language, style, `model_config` (catalog providers),
-    `policies`, `capabilities` or `is_public`. Invalid values are 422 naming the field."""
+    """Change name, description, avatar, language, style, `model_config` (providers of
+    `GET /v1/providers`), `policies`, `capabilities` or `is_public`. Invalid values are 422
+    naming the field."""
     return await agent_settings.update_own_agent(
         state.pool,
         state.clock,
@@ -59,6 +60,7 @@ async def patch_my_agent(
         agent_id=None,
         data=data,
         ip=client_ip(request),
+        extra_providers=state.settings.llm_providers,
     )
 
 
@@ -87,4 +89,5 @@ async def patch_agent(
         agent_id=agent_id,
         data=data,
         ip=client_ip(request),
+        extra_providers=state.settings.llm_providers,
     )

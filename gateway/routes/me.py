@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from gateway.agents.catalog import PROVIDERS
+from gateway.agents.catalog import configured_providers
 from gateway.deps import Current, State
 from gateway.federation_auth import client_ip
 from gateway.routes import problems
@@ -118,6 +118,7 @@ async def put_llm_key(
         provider=provider,
         api_key=data.api_key,
         ip=client_ip(request),
+        extra_providers=state.settings.llm_providers,
     )
 
 
@@ -138,8 +139,9 @@ async def delete_llm_key(
 
 
 @router.get("/v1/providers", summary="The provider catalog", tags=["agents"])
-async def list_providers() -> list[ProviderPublic]:
-    """Every LLM and tool provider Confer knows (ids for `model_config` and LLM keys)."""
+async def list_providers(state: State) -> list[ProviderPublic]:
+    """Every LLM and tool provider of this instance: the catalog, with the operator's
+    endpoints (`CONFER_LLM_PROVIDERS`) folded in (ids for `model_config` and LLM keys)."""
     return [
         ProviderPublic(
             id=p.id,
@@ -149,5 +151,5 @@ async def list_providers() -> list[ProviderPublic]:
             base_url=p.base_url,
             requires_key=p.requires_key,
         )
-        for p in PROVIDERS
+        for p in configured_providers(state.settings.llm_providers)
     ]

@@ -7,11 +7,12 @@ must be an LLM provider of the catalog (``gateway.agents.catalog``), temperature
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
-from gateway.agents.catalog import get_provider
+from gateway.agents.catalog import find_provider
 from gateway.clock import Clock
 from gateway.errors import AgentNotFoundError, FieldInvalidError
 from gateway.store import audit as audit_store
@@ -36,13 +37,13 @@ async def get_own_agent(conn: asyncpg.Connection, *, user_id: str, agent_id: str
     return agent
 
 
-def _check_choice(job: str, choice: ModelChoice) -> None:
+def _check_choice(job: str, choice: ModelChoice, extra: Mapping[str, Mapping[str, str]]) -> None:
     loc: list[str | int] = ["body", "model_config", job]
-    provider = get_provider(choice.provider)
+    provider = find_provider(choice.provider, extra)
     if provider is None or provider.kind != "llm":
         raise FieldInvalidError(
             [*loc, "provider"],
-            f"{choice.provider!r} is not an LLM provider of the catalog (GET /v1/providers)",
+            f"{choice.provider!r} is not an LLM provider of this instance (GET /v1/providers)",
         )
     if not choice.model or len(choice.model) > 128:
         raise FieldInvalidError([*loc, "model"], "a model name has 1 to 128 characters")
@@ -61,8 +62,12 @@ def _check_policies(policies: PolicyConfig) -> None:
             raise FieldInvalidError([*loc, "pattern"], "a pattern has at most 256 characters")
 
 
-def agent_changes(agent: Agent, data: AgentUpdate) -> dict[str, Any]:
-    """The column changes a PATCH asks for, validated. Raises FieldInvalidError (422)."""
+def agent_changes(
+    agent: Agent, data: AgentUpdate, extra_providers: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """The column changes a PATCH asks for, validated; ``model_config`` providers come from
+    the catalog and ``extra_providers`` (``CONFER_LLM_PROVIDERS``). Raises FieldInvalidError
+    (422)."""
     changes = data.model_dump(
         exclude_unset=True, exclude={"model_config_", "policies", "capabilities"}
     )
@@ -75,7 +80,7 @@ def agent_changes(agent: Agent, data: AgentUpdate) -> dict[str, Any]:
             choice = getattr(data.model_config_, job)
             if choice is None:
                 raise FieldInvalidError(["body", "model_config", job], "may not be null")
-            _check_choice(job, choice)
+            _check_choice(job, choice, extra_providers)
             merged[job] = choice.model_dump()
         changes["model_config"] = merged
     if data.policies is not None:
@@ -94,6 +99,7 @@ async def update_own_agent(
     agent_id: str | None,
     data: AgentUpdate,
     ip: str | None,
+    extra_providers: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Agent:
     """Apply a PATCH to one of the user's agents; audited as ``agent.updated``.
 
@@ -101,7 +107,7 @@ async def update_own_agent(
     """
     async with pool.acquire() as conn, conn.transaction():
         agent = await get_own_agent(conn, user_id=user_id, agent_id=agent_id)
-        changes = agent_changes(agent, data)
+        changes = agent_changes(agent, data, extra_providers or {})
         updated = await users_store.update_agent(
             conn, id=agent.id, changes=changes, now=clock.now()
         )

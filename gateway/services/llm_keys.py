@@ -7,11 +7,12 @@ a key is audited (``llm_key.set`` / ``llm_key.removed``) without the key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import asyncpg
 
-from gateway.agents.catalog import get_provider
+from gateway.agents.catalog import find_provider
 from gateway.clock import Clock
 from gateway.errors import EncryptionNotConfiguredError, FieldInvalidError, LLMKeyNotFoundError
 from gateway.services.encryption import Keyring, parse_envelope
@@ -21,12 +22,15 @@ from models import User
 from models.account_api import LLMKeyList, LLMKeyPublic
 
 
-def _check_provider(provider: str) -> None:
-    entry = get_provider(provider)
-    if entry is None or not entry.requires_key:
+def _check_provider(provider: str, extra: Mapping[str, Mapping[str, str]]) -> None:
+    entry = find_provider(provider, extra)
+    # catalog providers that need a key, and endpoints the operator configured (a proxy or
+    # a hosted server may want one; local servers simply get none)
+    takes_key = entry is not None and (entry.requires_key or provider in extra)
+    if not takes_key:
         raise FieldInvalidError(
             ["path", "provider"],
-            f"{provider!r} is not a catalog provider that takes a key (GET /v1/providers)",
+            f"{provider!r} is not a provider of this instance that takes a key (GET /v1/providers)",
         )
 
 
@@ -51,10 +55,11 @@ async def set_llm_key(
     provider: str,
     api_key: str,
     ip: str | None,
+    extra_providers: Mapping[str, Mapping[str, str]] | None = None,
 ) -> LLMKeyPublic:
     """Encrypt and store (or replace) the key. Raises FieldInvalidError (422, unknown
     provider), EncryptionNotConfiguredError (503)."""
-    _check_provider(provider)
+    _check_provider(provider, extra_providers or {})
     if not keyring.configured:
         raise EncryptionNotConfiguredError()
     set_at = int(clock.time())

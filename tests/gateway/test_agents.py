@@ -163,3 +163,55 @@ async def test_someone_elses_agent_is_404(instance: Instance) -> None:
 async def test_provider_catalog_endpoint(instance: Instance) -> None:
     response = await instance.client.get("/v1/providers")
     assert {p["id"] for p in response.json()} == {p.id for p in PROVIDERS}
+
+
+async def test_operator_endpoints_are_providers_of_the_instance(database_url: str) -> None:
+    """``CONFER_LLM_PROVIDERS`` adds ids an agent may use, lists them, and takes keys."""
+    extra = {
+        "local": {"base_url": "http://127.0.0.1:9/v1", "wire": "openai"},
+        "ollama": {"base_url": "http://10.0.0.5:11434/v1"},
+    }
+    async with run_instance(database_url, llm_providers=extra) as running:
+        listed = {p["id"]: p for p in (await running.client.get("/v1/providers")).json()}
+        assert listed["local"] == {
+            "id": "local",
+            "display_name": "local",
+            "kind": "llm",
+            "api_style": "openai",
+            "base_url": "http://127.0.0.1:9/v1",
+            "requires_key": False,
+        }
+        assert listed["ollama"]["base_url"] == "http://10.0.0.5:11434/v1"  # override
+        alice = await running.register("alice")
+        brain = {"provider": "local", "model": "llama-3"}
+        patched = await alice.request(
+            "PATCH", "/v1/agents/me", json={"model_config": {"brain": brain}}
+        )
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["model_config"]["brain"]["provider"] == "local"
+        unknown = await alice.request(
+            "PATCH",
+            "/v1/agents/me",
+            json={"model_config": {"brain": {"provider": "elsewhere", "model": "m"}}},
+        )
+        assert unknown.status_code == 422
+    async with run_instance(database_url) as plain:  # without the setting, "local" is unknown
+        assert "local" not in {p["id"] for p in (await plain.client.get("/v1/providers")).json()}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"Bad Id": {"base_url": "http://x/v1"}},
+        {"x": {"base_url": "ftp://x/v1"}},
+        {"x": {"base_url": "http://x/v1", "wire": "grpc"}},
+        {"x": {"base_url": "http://x/v1", "apikey": "s"}},
+    ],
+)
+def test_bad_provider_endpoints_refuse_to_start(bad: dict) -> None:
+    from pydantic import ValidationError
+
+    from gateway.settings import Settings
+
+    with pytest.raises(ValidationError):
+        Settings(llm_providers=bad)

@@ -111,6 +111,14 @@ async def test_unknown_or_keyless_provider_is_422(instance: Instance, provider: 
     assert response.json()["errors"][0]["loc"] == ["path", "provider"]
 
 
+async def test_operator_endpoints_take_keys(database_url: str) -> None:
+    extra = {"proxy": {"base_url": "http://127.0.0.1:9/v1"}}
+    async with run_instance(database_url, encryption_keys=K1, llm_providers=extra) as running:
+        alice = await running.register("alice")
+        assert (await _put(alice, "proxy")).status_code == 200
+        assert (await _put(alice, "ollama")).status_code == 422  # keyless and not configured
+
+
 async def test_key_with_whitespace_is_422(instance: Instance) -> None:
     alice = await instance.register("alice")
     assert (await _put(alice, "openai", "sk bad")).status_code == 422
