@@ -136,8 +136,13 @@ async def assemble(
     budget: int,
     history_budget: int,
     record_use: bool,
+    for_owner: bool = True,
 ) -> Assembly:
     """Build the context the agent's ``brain`` model sees for ``conversation_id``.
+
+    ``for_owner`` False (the agent answers someone else: another member of a group, a peer)
+    leaves out the owner's private parts — memories and ambient context — whatever the budget;
+    knowledge still enters (the owner shares it per agent with ``allowed_agents``).
 
     With ``record_use`` the memories that went in get ``uses + 1`` and ``last_used_at = now``
     (the inspect endpoint passes False: looking must not count as using).
@@ -157,7 +162,7 @@ async def assemble(
         conn, agent, owner, conversation_id, min(history_budget, left)
     )
     references, memories, knowledge = await _references(
-        conn, agent, owner, now, left - history.tokens
+        conn, agent, owner, now, left - history.tokens, for_owner
     )
     if record_use and memories:
         await memories_store.mark_used(conn, ids=[m.id for m in memories], now=now)
@@ -184,11 +189,16 @@ async def _history(
 
 
 async def _references(
-    conn: asyncpg.Connection, agent: Agent, owner: User, now: datetime, left: int
+    conn: asyncpg.Connection, agent: Agent, owner: User, now: datetime, left: int, private: bool
 ) -> tuple[list[ContextPart], list[MemoryRow], list[KnowledgeRow]]:
-    """Steps 3–5: memories, knowledge and ambient context, each while it fits ``left``."""
-    memories = await memories_store.list_memories(
-        conn, agent_id=agent.id, include_expired=False, now=now, limit=MAX_MEMORIES
+    """Steps 3–5: memories, knowledge and ambient context, each while it fits ``left``;
+    without ``private``, no memories and no ambient context."""
+    memories = (
+        await memories_store.list_memories(
+            conn, agent_id=agent.id, include_expired=False, now=now, limit=MAX_MEMORIES
+        )
+        if private
+        else []
     )
     memory_part = _listed(
         "memories", "What you remember:", [(m.id, _memory_line(m)) for m in memories], left
@@ -204,7 +214,11 @@ async def _references(
         left,
     )
     left -= knowledge_part.tokens
-    ambient = await knowledge_store.get_latest_ambient(conn, user_id=owner.id, now=now)
+    ambient = (
+        await knowledge_store.get_latest_ambient(conn, user_id=owner.id, now=now)
+        if private
+        else None
+    )
     blocks = [(ambient.id, _ambient_text(ambient))] if ambient else []
     ambient_part = _listed("ambient", "", blocks, left)
     return (

@@ -62,7 +62,13 @@ class AgentRuntime:
         self._registry = registry
 
     async def _assemble(
-        self, conn: asyncpg.Connection, agent: Agent, owner: User, conversation_id: str, use: bool
+        self,
+        conn: asyncpg.Connection,
+        agent: Agent,
+        owner: User,
+        conversation_id: str,
+        use: bool,
+        for_owner: bool = True,
     ) -> Assembly:
         return await assemble(
             conn,
@@ -73,10 +79,14 @@ class AgentRuntime:
             budget=self._settings.agent_context_tokens,
             history_budget=self._settings.agent_history_tokens,
             record_use=use,
+            for_owner=for_owner,
         )
 
-    async def inspect(self, user: User, conversation_id: str) -> AssembledContext:
-        """What the user's own agent would see now (read-only: use counts do not change).
+    async def inspect(
+        self, user: User, conversation_id: str, *, for_owner: bool = True
+    ) -> AssembledContext:
+        """What the user's own agent would see now (read-only: use counts do not change) when
+        answering its owner, or (``for_owner`` False) anyone else.
 
         Raises ConversationNotFoundError unless the user and their own agent both take part.
         """
@@ -89,7 +99,8 @@ class AgentRuntime:
                 raise ConversationNotFoundError(
                     f"no conversation {conversation_id} with your agent"
                 )
-            return (await self._assemble(conn, agent, user, conversation_id, False)).context
+            assembly = await self._assemble(conn, agent, user, conversation_id, False, for_owner)
+            return assembly.context
 
     async def run_task(self, task: dict[str, Any]) -> None:
         """Execute one claimed task to ``done`` or ``failed`` (never raises ProviderError)."""
@@ -98,8 +109,16 @@ class AgentRuntime:
             assert agent is not None
             owner = await users_store.get_user(conn, id=agent.user_id)
             assert owner is not None
+            trigger = await messages_store.get_message(conn, id=task["trigger_message_id"])
+            for_owner = (
+                trigger is not None
+                and trigger.sender_type == "user"
+                and trigger.sender_id == owner.id
+            )
             async with conn.transaction():
-                assembly = await self._assemble(conn, agent, owner, task["conversation_id"], True)
+                assembly = await self._assemble(
+                    conn, agent, owner, task["conversation_id"], True, for_owner
+                )
             members = await _local_users(conn, task["conversation_id"])
         brain = agent.model_config_.brain
         call = _reply_call(brain, assembly)

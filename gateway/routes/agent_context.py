@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
 
 from gateway.deps import Current, State
 from gateway.errors import ValidationFailedError
@@ -20,10 +22,19 @@ router = APIRouter(tags=["memory"])
         404: {"description": "No conversation of yours with your agent (problem+json)"},
     },
 )
-async def agent_context(conversation_id: str, current: Current, state: State) -> AssembledContext:
+async def agent_context(
+    conversation_id: str,
+    current: Current,
+    state: State,
+    audience: Annotated[Literal["owner", "others"], Query()] = "owner",
+) -> AssembledContext:
     """The parts (system prompt, personality, memories, knowledge, ambient context, history,
     summary) with their token estimates, and the exact system text and turns the model gets.
-    Looking does not count as using: memory use counts do not change."""
+    `audience=others` shows what the agent sees when it answers someone else (a group member,
+    a peer): no memories and no ambient context. Looking does not count as using: memory use
+    counts do not change."""
     if not is_ulid(conversation_id):
         raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
-    return await state.context.runtime.inspect(current.user, conversation_id)
+    return await state.context.runtime.inspect(
+        current.user, conversation_id, for_owner=audience == "owner"
+    )

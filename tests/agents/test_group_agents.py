@@ -123,3 +123,46 @@ async def test_an_agent_answer_in_a_group_names_the_other_speakers(database_url:
         )
         assert turns[1] == {"role": "user", "content": "@Ada remember that"}
         assert turns[2]["role"] == "assistant"
+
+
+async def test_a_public_agent_keeps_its_owners_memories_from_others(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        await rename_agent(alice, "Ada")
+        await alice.request("PATCH", "/v1/agents/me", json={"is_public": True})
+        remembered = await alice.request(
+            "POST",
+            f"/v1/agents/{agent_id(alice)}/memories",
+            json={"type": "fact", "content": "The demo deploys every Friday", "importance": 9},
+        )
+        assert remembered.status_code == 201, remembered.text
+        await alice.request(
+            "POST", "/v1/ambient-context", json={"alerts": [{"disk": "full on build-7"}]}
+        )
+        group = await alice.request(
+            "POST",
+            "/v1/conversations",
+            json={"type": "group", "participant_dids": [bob.did, alice.profile["agent_did"]]},
+        )
+        cid = group.json()["id"]
+
+        await post(bob, cid, "@Ada when does the demo deploy?")
+        await settled(instance)
+        [to_bob] = await agent_messages(alice, cid)
+        assert "Friday" not in to_bob["content"] and "build-7" not in to_bob["content"]
+
+        await post(alice, cid, "@Ada when does the demo deploy?")
+        await settled(instance)
+        to_alice = (await agent_messages(alice, cid))[-1]
+        assert "The demo deploys every Friday" in to_alice["content"]
+
+        others = await alice.request(
+            "GET", f"/v1/conversations/{cid}/agent-context", params={"audience": "others"}
+        )
+        parts = {p["name"]: p for p in others.json()["parts"]}
+        assert parts["memories"]["items"] == [] and parts["ambient"]["items"] == []
+        own = await alice.request("GET", f"/v1/conversations/{cid}/agent-context")
+        parts = {p["name"]: p for p in own.json()["parts"]}
+        assert parts["memories"]["items"] == [remembered.json()["id"]]
+        assert len(parts["ambient"]["items"]) == 1
