@@ -8,14 +8,32 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
 
 from .base import ConferModel, Timestamp, Ulid
 
+
+def canonical_case(tag: str) -> str:
+    """RFC 5646 §2.1.1 case: language lower, script title (``Hant``), region upper (``BR``),
+    the rest lower — so ``DE`` and ``de``, ``PT-br`` and ``pt-BR`` are one language."""
+    head, *rest = tag.split("-")
+    subtags = [head.lower()]
+    for subtag in rest:
+        if len(subtag) == 4 and subtag.isalpha():
+            subtags.append(subtag.title())
+        elif len(subtag) == 2 and subtag.isalpha():
+            subtags.append(subtag.upper())
+        else:
+            subtags.append(subtag.lower())
+    return "-".join(subtags)
+
+
 LanguageCode = Annotated[
-    str, StringConstraints(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$", max_length=16)
+    str,
+    StringConstraints(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$", max_length=16),
+    AfterValidator(canonical_case),
 ]
-"""A BCP 47 language tag such as ``de``, ``pt-BR`` or ``zh-Hant``."""
+"""A BCP 47 language tag such as ``de``, ``pt-BR`` or ``zh-Hant``, in canonical case."""
 
 
 class TranslationCreate(ConferModel):

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from gateway.deps import Current, State
-from gateway.errors import BadRequestError
+from gateway.errors import BadRequestError, PreconditionFailedError
 from gateway.services import project_memory as service
 from models.api import DID
 from models.context import ProjectMemoryPublic, ProjectMemoryVersionPublic, ProjectMemoryWrite
@@ -21,7 +21,7 @@ router = APIRouter(tags=["memory"])
 
 ProjectId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")]
 PeerDid = Annotated[DID, Query(description="The peer agent's DID (one of your contacts)")]
-_ETAG = re.compile(r'^(?:W/)?"?(\d{1,9})"?$')
+_ETAG = re.compile(r'^"(\d{1,9})"$')
 _ERRORS = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "Not a contact, or no document yet (problem+json)"},
@@ -32,9 +32,17 @@ _ERRORS = {
 
 
 def _if_match(value: str | None) -> int | None:
+    """The version an ``If-Match`` names. RFC 9110 §13.1.1 compares strongly: a weak tag
+    (``W/"3"``) never matches (412); anything but one quoted version is 400."""
     if value is None:
         return None
-    match = _ETAG.match(value.strip())
+    value = value.strip()
+    if value.startswith("W/"):
+        raise PreconditionFailedError(
+            "If-Match uses strong comparison (RFC 9110 §13.1.1): a weak entity tag never"
+            ' matches; send the ETag you read, e.g. "3"'
+        )
+    match = _ETAG.match(value)
     if match is None:
         raise BadRequestError('If-Match must be the ETag you read, e.g. "3"')
     return int(match.group(1))

@@ -63,6 +63,14 @@ async def test_versions_etags_and_stale_writes(setup: tuple[Instance, User, Fake
         "PUT", PATH, params=q, json={"facts_md": "x"}, headers={"If-Match": "yesterday"}
     )
     assert garbage.status_code == 400
+    unquoted = await alice.request(
+        "PUT", PATH, params=q, json={"facts_md": "x"}, headers={"If-Match": "2"}
+    )
+    assert unquoted.status_code == 400
+    weak = await alice.request(  # RFC 9110 §13.1.1: strong comparison, weak tags never match
+        "PUT", PATH, params=q, json={"facts_md": "x"}, headers={"If-Match": 'W/"2"'}
+    )
+    assert weak.status_code == 412 and weak.json()["code"] == "precondition_failed"
     assert (await alice.request("GET", PATH, params=q)).json()["facts_md"] == "v2"
 
     history = (await alice.request("GET", f"{PATH}/versions", params=q)).json()

@@ -57,6 +57,8 @@ async def test_offline_translation_is_deterministic_stored_and_reused(database_u
         again = await bob.request("POST", path(conversation_id, message_id), json={"to": "de"})
         assert again.status_code == 200
         assert again.json()["id"] == body["id"] and again.json()["reused"] is True
+        upper = await bob.request("POST", path(conversation_id, message_id), json={"to": "DE"})
+        assert upper.status_code == 200 and upper.json()["id"] == body["id"]  # one language
 
         page = (await alice.request("GET", f"/v1/conversations/{conversation_id}/messages")).json()
         [original] = [m for m in page["items"] if m["id"] == message_id]
