@@ -9,7 +9,7 @@ from __future__ import annotations
 import zoneinfo
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StringConstraints
 
 from .agents import AgentStyle, Capability, ModelChoice, PolicyConfig
 from .base import ConferModel, Timestamp, Ulid
@@ -53,14 +53,15 @@ class RefreshCreate(ConferModel):
 class NotificationUpdate(ConferModel):
     """Part of ``UserPreferences.notification``; absent fields keep their value."""
 
-    push: bool | None = None
-    email: bool | None = None
+    push: StrictBool | None = None
+    email: StrictBool | None = None
 
 
 class PrivacyUpdate(ConferModel):
     """Part of ``UserPreferences.privacy``; absent fields keep their value."""
 
-    allow_offline_response: bool | None = None
+    allow_offline_response: StrictBool | None = None
+    """JSON ``true`` or ``false`` only: ``"yes"`` or ``1`` is 422, not silently true."""
 
 
 class PreferencesUpdate(ConferModel):

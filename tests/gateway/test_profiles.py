@@ -56,6 +56,10 @@ async def test_patch_me_normalises_and_merges(instance: Instance) -> None:
             {"preferences": {"privacy": {"share": True}}},
             ["body", "preferences", "privacy", "share"],
         ),
+        (
+            {"preferences": {"privacy": {"allow_offline_response": "yes"}}},
+            ["body", "preferences", "privacy", "allow_offline_response"],
+        ),
         ({"avatar_url": "javascript:alert(1)"}, ["body", "avatar_url"]),
         ({"username": "bob"}, ["body", "username"]),
     ],
