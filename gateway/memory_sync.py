@@ -1,28 +1,50 @@
 """Two-way sync of a local ``.claude/peers/<peer>/`` folder with the server's project memory.
 
 The folder holds ``facts.md`` and ``decisions.md`` (the ``facts_md`` and ``decisions_md`` of
-the document) and ``.confer-sync.json``, the state of the last sync: the server version and the
-SHA-256 of each file as synced. Each field is merged on its own, three-way against that state:
+the document) and ``.confer-sync.json``, the state of the last sync::
 
-- changed on one side only → that side wins (pushed with ``If-Match``, or written locally);
+    {"project", "peer", "version": <server version last seen>,
+     "hashes": {"facts_md": <SHA-256 of the text last in sync, null = absent>, …},
+     "conflicts": {"facts_md": {"version", "server": <SHA-256>, "local": <SHA-256>}, …}}
+
+Each field is merged on its own, three-way against ``hashes`` (a field missing there was never
+synced), and every field is settled in the same run:
+
+- the same text on both sides → in sync;
+- changed on one side only → that side wins: written locally (a field emptied on the server
+  removes the local file), or pushed;
 - changed on both sides to different text → a conflict: nothing is overwritten on either side,
-  the server's text is saved beside the file as ``<file>.server`` and the report names it.
+  the server's text is saved beside the file as ``<file>.server``, and the server text and the
+  local text seen are recorded under ``conflicts``.
 
-A push that loses a race (412) is reported as a conflict too; run sync again after resolving.
+A recorded conflict is resolved by the user: once the local file differs from the text it had
+when the conflict was reported (the user merged into it), or ``<file>.server`` was deleted (the
+user keeps the local text), the next sync pushes the local text — provided the server text of
+that field is still the one recorded; if the server moved on, it is a new conflict with a fresh
+``<file>.server``. ``<file>.server`` is removed once its field is in sync.
+
+All pushes of a run go in one ``PUT`` with ``If-Match`` of the version read (fields not pushed
+carry the server's own text). If another writer got in between (412, or 409 when both create),
+the run is reported as ``raced``: nothing is written on either side and the state is kept; run
+sync again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 FILES = {"facts_md": "facts.md", "decisions_md": "decisions.md"}
 STATE_FILE = ".confer-sync.json"
+SERVER_SUFFIX = ".server"
+
+Action = Literal["same", "pull", "push", "conflict"]
 
 
 class SyncError(Exception):
@@ -31,21 +53,30 @@ class SyncError(Exception):
 
 @dataclass
 class SyncReport:
-    """What one sync did: ``pushed``/``pulled`` fields, ``conflicts``, the version now synced."""
+    """What one sync did: ``pushed``/``pulled`` field names, ``conflicts`` (field names whose
+    server text was saved as ``<file>.server``), ``raced`` (another writer changed the document
+    during the run; nothing was written) and ``version``, the server version now synced."""
 
     version: int | None = None
     pushed: list[str] = field(default_factory=list)
     pulled: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    raced: bool = False
 
     @property
     def ok(self) -> bool:
-        """True when there was no conflict."""
-        return not self.conflicts
+        """True when every field is in sync (no conflict, no race)."""
+        return not self.conflicts and not self.raced
 
 
 def _sha(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _read_local(folder: Path) -> dict[str, str | None]:
@@ -56,9 +87,15 @@ def _read_local(folder: Path) -> dict[str, str | None]:
     return values
 
 
-def _read_state(folder: Path) -> dict[str, Any] | None:
+def _read_state(folder: Path, project: str, peer: str) -> dict[str, Any]:
+    """The last sync's state, or ``{}`` when there is none or it belongs to another document."""
     path = folder / STATE_FILE
-    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+    if not path.exists():
+        return {}
+    state = dict(json.loads(path.read_text(encoding="utf-8")))
+    if state.get("project", project) != project or state.get("peer", peer) != peer:
+        return {}
+    return state
 
 
 def _fetch(client: httpx.Client, project: str, peer: str) -> dict[str, Any] | None:
@@ -70,60 +107,107 @@ def _fetch(client: httpx.Client, project: str, peer: str) -> dict[str, Any] | No
     return dict(response.json())
 
 
-def merge_fields(
-    local: dict[str, str | None], server: dict[str, str | None], base: dict[str, str | None]
-) -> tuple[dict[str, str | None], list[str]]:
-    """Three-way merge per field against ``base`` hashes (None = never synced).
+def plan_field(
+    local: str | None,
+    server: str | None,
+    *,
+    synced: bool,
+    base: str | None,
+    conflict: dict[str, Any] | None,
+    server_copy_exists: bool,
+) -> Action:
+    """What to do with one field.
 
-    Returns ``(merged, conflicting field names)``.
+    ``local``/``server``: the texts now (None = absent); ``synced``: whether the field was ever
+    in sync; ``base``: the SHA-256 of its text then (None = absent); ``conflict``: the recorded
+    open conflict (``{"server", "local"}`` SHA-256s) if any; ``server_copy_exists``: whether
+    ``<file>.server`` is still there. Returns ``same``, ``pull``, ``push`` or ``conflict``.
     """
-    merged: dict[str, str | None] = {}
-    conflicts: list[str] = []
-    for name in FILES:
-        mine, theirs, synced = local[name], server[name], base.get(name)
-        if mine == theirs:
-            merged[name] = mine
-        elif synced is not None and _sha(mine) == synced:
-            merged[name] = theirs
-        elif synced is not None and _sha(theirs) == synced:
-            merged[name] = mine
-        elif synced is None and (mine is None or theirs is None):
-            merged[name] = theirs if mine is None else mine
-        else:
-            conflicts.append(name)
-            merged[name] = mine
-    return merged, conflicts
+    if local == server:
+        return "same"
+    if conflict is not None and _sha(server) == conflict.get("server"):
+        resolved = _sha(local) != conflict.get("local") or not server_copy_exists
+        return "push" if resolved else "conflict"
+    if not synced:
+        if local is None:
+            return "pull"
+        return "push" if server is None else "conflict"
+    if _sha(local) == base:
+        return "pull"
+    if _sha(server) == base:
+        return "push"
+    return "conflict"
 
 
 def sync(client: httpx.Client, *, project: str, peer: str, folder: Path) -> SyncReport:
-    """Sync ``folder`` with the document (project, peer). Raises SyncError on server errors."""
+    """Sync ``folder`` with the document (project, peer); see the module docstring.
+
+    Raises SyncError when the server refuses a request for another reason than a race.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     document = _fetch(client, project, peer)
     local = _read_local(folder)
     server = {name: (document or {}).get(name) for name in FILES}
-    state = _read_state(folder) or {}
-    merged, conflicts = merge_fields(local, server, state.get("hashes", {}))
-    report = SyncReport(version=document["version"] if document else None)
-    if conflicts:
-        for name in conflicts:
-            (folder / f"{FILES[name]}.server").write_text(server[name] or "", encoding="utf-8")
-        report.conflicts = conflicts
-        return report
-    if document is None or merged != server:
-        pushed = _push(client, project, peer, merged, document)
-        if pushed is None:
-            report.conflicts = [n for n in FILES if merged[n] != server[n]]
+    state = _read_state(folder, project, peer)
+    hashes: dict[str, str | None] = dict(state.get("hashes") or {})
+    open_conflicts: dict[str, Any] = dict(state.get("conflicts") or {})
+    version = document["version"] if document else None
+
+    actions = {
+        name: plan_field(
+            local[name],
+            server[name],
+            synced=name in hashes,
+            base=hashes.get(name),
+            conflict=open_conflicts.get(name),
+            server_copy_exists=(folder / f"{filename}{SERVER_SUFFIX}").exists(),
+        )
+        for name, filename in FILES.items()
+    }
+    final = {n: local[n] if actions[n] == "push" else server[n] for n in FILES}
+    report = SyncReport(version=version)
+    pushes = [n for n in FILES if actions[n] == "push"]
+    if pushes:
+        written = _push(client, project, peer, final, version)
+        if written is None:
+            report.raced = True
             return report
-        report.version = pushed["version"]
-        report.pushed = [n for n in FILES if merged[n] != server[n]]
+        report.version = written["version"]
+        report.pushed = pushes
+
+    conflicts: dict[str, Any] = {}
     for name, filename in FILES.items():
-        if merged[name] != local[name] and merged[name] is not None:
-            (folder / filename).write_text(merged[name] or "", encoding="utf-8")
+        copy = folder / f"{filename}{SERVER_SUFFIX}"
+        if actions[name] == "conflict":
+            _write_atomic(copy, server[name] or "")
+            conflicts[name] = {
+                "version": version,
+                "server": _sha(server[name]),
+                "local": _sha(local[name]),
+            }
+            report.conflicts.append(name)
+            continue
+        if actions[name] == "pull":
+            text = server[name]
+            if text is None:
+                (folder / filename).unlink(missing_ok=True)
+            else:
+                _write_atomic(folder / filename, text)
             report.pulled.append(name)
-    hashes = {name: _sha(merged[name]) for name in FILES}
-    (folder / STATE_FILE).write_text(
-        json.dumps({"project": project, "peer": peer, "version": report.version, "hashes": hashes}),
-        encoding="utf-8",
+        hashes[name] = _sha(final[name])
+        copy.unlink(missing_ok=True)
+    _write_atomic(
+        folder / STATE_FILE,
+        json.dumps(
+            {
+                "project": project,
+                "peer": peer,
+                "version": report.version,
+                "hashes": hashes,
+                "conflicts": conflicts,
+            },
+            indent=2,
+        ),
     )
     return report
 
@@ -132,16 +216,14 @@ def _push(
     client: httpx.Client,
     project: str,
     peer: str,
-    merged: dict[str, str | None],
-    document: dict[str, Any] | None,
+    document: dict[str, str | None],
+    version: int | None,
 ) -> dict[str, Any] | None:
-    """PUT the merged document; None when the server moved on meanwhile (412/409)."""
-    if document is None and all(v is None for v in merged.values()):
-        return {"version": None}
-    headers = {"If-Match": f'"{document["version"]}"'} if document else {}
-    body = {**merged, "meta": (document or {}).get("meta")}
+    """PUT ``document`` (facts_md, decisions_md; the stored meta is kept) with ``If-Match:
+    "<version>"`` (none when creating). None when another writer got in first (412/409)."""
+    headers = {"If-Match": f'"{version}"'} if version is not None else {}
     response = client.put(
-        f"/v1/project-memory/{project}", params={"peer": peer}, json=body, headers=headers
+        f"/v1/project-memory/{project}", params={"peer": peer}, json=document, headers=headers
     )
     if response.status_code in (409, 412):
         return None

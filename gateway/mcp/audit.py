@@ -22,11 +22,20 @@ log = logging.getLogger(__name__)
 WriteAction = Callable[[asyncpg.Connection], Awaitable[tuple[dict[str, Any], str | None]]]
 
 
+_TEXT_ERRORS = (
+    asyncpg.exceptions.CharacterNotInRepertoireError,
+    asyncpg.exceptions.UntranslatableCharacterError,
+)
+
+
 def describe_error(exc: Exception) -> tuple[str, str]:
-    """``(code, detail)`` of a tool failure: the ConferError's wire code, ``validation_failed``
-    for bad arguments, ``invalid_input`` for values PostgreSQL cannot store (NUL, over-long)."""
+    """``(code, detail)`` of a tool failure, with the REST API's codes (``gateway.errors``): the
+    ConferError's wire code, ``validation_failed`` for bad arguments, ``invalid_text`` for text
+    PostgreSQL cannot hold (U+0000), ``invalid_input`` for other values it cannot store."""
+    if isinstance(exc, _TEXT_ERRORS):
+        return "invalid_text", "text must not contain the NUL character (U+0000)"
     if isinstance(exc, asyncpg.DataError):
-        return "invalid_input", "a value cannot be stored (NUL character or too long)"
+        return "invalid_input", "a value cannot be stored (too long or out of range)"
     if isinstance(exc, ConferError):
         return getattr(exc, "wire_code", None) or exc.code, exc.detail
     if isinstance(exc, ValidationError):
@@ -67,20 +76,46 @@ async def audited_write(
         code, detail = describe_error(exc)
         if code == "internal_error":
             log.exception("MCP tool %s failed", tool_name)
-        async with pool.acquire() as conn:
-            audit_id = await insert_mcp_audit(
-                conn,
-                user_id=user_id,
-                agent=agent,
-                tool_name=tool_name,
-                payload=payload,
-                target_id=None,
-                target_table=target_table,
-                success=False,
-                error_message=f"{code}: {detail}",
-            )
-        return {"ok": False, "code": code, "error": detail, "audit_id": audit_id}
+        return await audited_failure(
+            pool,
+            user_id=user_id,
+            agent=agent,
+            tool_name=tool_name,
+            payload=payload,
+            target_table=target_table,
+            code=code,
+            detail=detail,
+        )
     return {"ok": True, **result, "audit_id": audit_id}
+
+
+async def audited_failure(
+    pool: asyncpg.Pool,
+    *,
+    user_id: str,
+    agent: str,
+    tool_name: str,
+    payload: dict[str, Any],
+    target_table: str | None,
+    code: str,
+    detail: str,
+) -> dict[str, Any]:
+    """Record a failed write-tool call (``success = false``, ``error_message`` ``"<code>:
+    <detail>"``) in a transaction of its own; returns ``{"ok": False, "code", "error",
+    "audit_id"}``, the shape of every refused write."""
+    async with pool.acquire() as conn:
+        audit_id = await insert_mcp_audit(
+            conn,
+            user_id=user_id,
+            agent=agent,
+            tool_name=tool_name,
+            payload=payload,
+            target_id=None,
+            target_table=target_table,
+            success=False,
+            error_message=f"{code}: {detail}",
+        )
+    return {"ok": False, "code": code, "error": detail, "audit_id": audit_id}
 
 
 def guarded(

@@ -4,29 +4,43 @@ Every request must carry ``Authorization: Bearer <access token or cfk_ API key>`
 user (:mod:`gateway.mcp.auth`); the gate answers 401 problem+json otherwise, and each tool
 authenticates the same header again, so a tool only ever acts for that user. Read tools never
 modify state; write tools go through :func:`gateway.mcp.audit.audited_write`.
+
+Every refusal is a tool result ``{"ok": false, "code", "error"}`` with the REST API's codes —
+also arguments the tool's schema rejects (``validation_failed``), which the SDK would otherwise
+report as bare error text. Write tools add ``audit_id``: even such a call leaves an audit row.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import Field
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field, JsonValue, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ConferError, problem
 from gateway.mcp import permissions, tools
-from gateway.mcp.audit import guarded
+from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
+from gateway.services.search import SearchMode
 from gateway.settings import Settings
 from gateway.state import AppState
 from models.base import Ulid
 
 Limit = Annotated[int, Field(ge=1, le=200)]
+# GET /v1/search's limits (gateway/routes/memory.py); tests/agents/test_mcp_parity.py checks both.
+SearchQuery = Annotated[str, Field(min_length=1, max_length=1000)]
+SearchThreshold = Annotated[float | None, Field(ge=-1, le=1)]
+SearchLimit = Annotated[int, Field(ge=1, le=100)]
+
+F = TypeVar("F", bound=Callable[..., Awaitable[dict[str, Any]]])
 
 StateGetter = Callable[[], AppState]
 
@@ -59,11 +73,68 @@ class BearerGate:
         await self._app(scope, receive, send)
 
 
+class ConferMCPServer(MCPServer):
+    """``MCPServer`` whose schema-rejected arguments come back as ``{"ok": false, "code":
+    "validation_failed", "error"}`` results (audited for write tools) instead of error text."""
+
+    def __init__(self, *args: Any, get_state: StateGetter, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._get_state = get_state
+        self.write_tools: set[str] = set()
+
+    def write_tool(self) -> Callable[[F], F]:
+        """Like ``tool()``, for a write tool: its argument errors leave an audit row too."""
+
+        def register(fn: F) -> F:
+            self.write_tools.add(fn.__name__)
+            self.tool()(fn)
+            return fn
+
+        return register
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        """Run the tool; arguments its schema rejects become a refusal result (see class)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            code, detail = describe_error(cause)
+            result: dict[str, Any] = {"ok": False, "code": code, "error": detail}
+            if name in self.write_tools and context is not None:
+                result = await self._audit_refusal(name, arguments, context, code, detail)
+            return CallToolResult(
+                content=[TextContent(type="text", text=json.dumps(result))],
+                structured_content=result,
+            )
+
+    async def _audit_refusal(
+        self, name: str, arguments: dict[str, Any], ctx: Context, code: str, detail: str
+    ) -> dict[str, Any]:
+        state = self._get_state()
+        user = await authenticate(state, _headers(ctx).get("authorization"))
+        agent = arguments.get("agent")
+        return await audited_failure(
+            state.pool,
+            user_id=user.id,
+            agent=agent if isinstance(agent, str) else "unknown",
+            tool_name=name,
+            payload=arguments,
+            target_table=None,
+            code=code,
+            detail=detail,
+        )
+
+
 def build_mcp(get_state: StateGetter, settings: Settings) -> tuple[MCPServer, ASGIApp]:
     """The MCP server and its gated ASGI app (serve it at ``/mcp``; run its session manager
     in the host's lifespan)."""
-    server = MCPServer(
-        "confer",
+    server = ConferMCPServer(
+        get_state=get_state,
+        name="confer",
         title="Confer",
         instructions="Conversations, memory and project memory of one Confer user.",
         version="0.1.0",
@@ -84,7 +155,7 @@ def build_mcp(get_state: StateGetter, settings: Settings) -> tuple[MCPServer, AS
 Caller = Callable[[Context], Awaitable[tuple[AppState, Any]]]
 
 
-def _register(server: MCPServer, get_state: StateGetter) -> None:
+def _register(server: ConferMCPServer, get_state: StateGetter) -> None:
     async def caller(ctx: Context) -> tuple[AppState, Any]:
         state = get_state()
         return state, await authenticate(state, _headers(ctx).get("authorization"))
@@ -93,7 +164,7 @@ def _register(server: MCPServer, get_state: StateGetter) -> None:
     _register_writes(server, caller)
 
 
-def _register_reads(server: MCPServer, caller: Caller) -> None:
+def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
     @server.tool()
     @guarded
     async def confer_list_conversations(ctx: Context, limit: Limit = 20) -> dict[str, Any]:
@@ -103,9 +174,10 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
     @server.tool()
     @guarded
     async def confer_read_messages(
-        ctx: Context, conversation_id: Ulid, limit: Limit = 50, before: str | None = None
+        ctx: Context, conversation_id: Ulid, limit: Limit = 50, before: Ulid | None = None
     ) -> dict[str, Any]:
-        """Read a conversation's messages, newest first; page with ``before`` (read-only)."""
+        """Read a conversation's messages, newest first; page with ``before`` (a message id,
+        the ``next_before`` of the previous page) (read-only)."""
         return await tools.read_messages(
             *await caller(ctx), conversation_id=conversation_id, limit=limit, before=before
         )
@@ -114,20 +186,23 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
     @guarded
     async def confer_search_memory(
         ctx: Context,
-        query: str,
+        query: SearchQuery,
         project: str | None = None,
         domain: str | None = None,
-        method: str = "auto",
-        limit: Limit = 10,
+        method: SearchMode = "auto",
+        threshold: SearchThreshold = None,
+        limit: SearchLimit = 10,
     ) -> dict[str, Any]:
         """Search your agent's memories, knowledge and messages. Semantic (pgvector, similarity
-        >= 0.3) when available, full-text always; each hit names its method (read-only)."""
+        >= ``threshold``, default 0.3) when available, full-text always; each hit names its
+        method (read-only)."""
         return await tools.search_memory(
             *await caller(ctx),
             query=query,
             project=project,
             domain=domain,
             method=method,
+            threshold=threshold,
             limit=limit,
         )
 
@@ -183,8 +258,8 @@ def _register_reads(server: MCPServer, caller: Caller) -> None:
         )
 
 
-def _register_writes(server: MCPServer, caller: Caller) -> None:
-    @server.tool()
+def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
+    @server.write_tool()
     async def confer_send_message(
         ctx: Context,
         conversation_id: str,
@@ -201,7 +276,7 @@ def _register_writes(server: MCPServer, caller: Caller) -> None:
             agent=agent,
         )
 
-    @server.tool()
+    @server.write_tool()
     async def confer_record_memory(
         ctx: Context,
         type: str,
@@ -223,7 +298,7 @@ def _register_writes(server: MCPServer, caller: Caller) -> None:
             agent=agent,
         )
 
-    @server.tool()
+    @server.write_tool()
     async def confer_update_project_memory(
         ctx: Context,
         project_id: str,
@@ -231,10 +306,13 @@ def _register_writes(server: MCPServer, caller: Caller) -> None:
         base_version: int | None = None,
         facts_md: str | None = None,
         decisions_md: str | None = None,
+        meta: JsonValue = None,
         agent: str = "unknown",
     ) -> dict[str, Any]:
-        """Replace the project memory shared with a peer; ``base_version`` must be the version
-        you read (omit only to create). A stale version fails with version_conflict (audited)."""
+        """Create or update the project memory shared with a peer. Fields you leave out (or
+        send as null) keep their stored value; "" empties a text. ``base_version`` must be the
+        version you read (omit only to create); a stale one fails with version_conflict.
+        ``project_id``: letters, digits, ``.``, ``_``, ``-`` (audited)."""
         return await tools.update_project_memory(
             *await caller(ctx),
             project_id=project_id,
@@ -242,10 +320,11 @@ def _register_writes(server: MCPServer, caller: Caller) -> None:
             base_version=base_version,
             facts_md=facts_md,
             decisions_md=decisions_md,
+            meta=meta,
             agent=agent,
         )
 
-    @server.tool()
+    @server.write_tool()
     async def confer_decide_permission(
         ctx: Context,
         permission_id: str,

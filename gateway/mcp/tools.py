@@ -7,9 +7,10 @@ audited write, so invalid input also leaves an audit row of the failure (seed 00
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import asyncpg
+from pydantic import JsonValue
 
 from gateway.errors import ValidationFailedError
 from gateway.ids import new_id
@@ -52,18 +53,18 @@ async def search_memory(
     query: str,
     project: str | None,
     domain: str | None,
-    method: str,
+    method: SearchMode,
+    threshold: float | None,
     limit: int,
 ) -> dict[str, Any]:
-    """``SearchResults`` as JSON."""
-    if method not in ("auto", "fulltext", "semantic"):
-        raise ValidationFailedError("method must be auto, fulltext or semantic")
+    """``SearchResults`` as JSON (``GET /v1/search``; the tool's schema holds its limits)."""
     results = await state.context.search.search(
         user,
         query,
-        method=cast(SearchMode, method),
+        method=method,
         project=project,
         domain=domain,
+        threshold=threshold,
         limit=min(max(limit, 1), 100),
     )
     return results.model_dump(mode="json")
@@ -240,23 +241,31 @@ async def update_project_memory(
     base_version: int | None,
     facts_md: str | None,
     decisions_md: str | None,
+    meta: JsonValue,
     agent: str,
 ) -> dict[str, Any]:
-    """Create or replace a project-memory document (version checked); audited."""
-    payload = {
-        "project_id": project_id,
-        "peer_did": peer_did,
-        "base_version": base_version,
-        "facts_md": facts_md,
-        "decisions_md": decisions_md,
+    """Create or update a project-memory document (version checked); audited.
+
+    Partial: ``facts_md``, ``decisions_md`` and ``meta`` left out (or null) keep their stored
+    value; ``""`` empties a text. Validated as ``PUT /v1/project-memory/{project_id}``
+    (:data:`~gateway.services.project_memory.PROJECT_ID_PATTERN`, ``ProjectMemoryWrite``).
+    """
+    sent = {
+        name: value
+        for name, value in (
+            ("facts_md", facts_md),
+            ("decisions_md", decisions_md),
+            ("meta", meta),
+            ("base_version", base_version),
+        )
+        if value is not None
     }
+    payload = {"project_id": project_id, "peer_did": peer_did, **sent}
 
     async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
-        data = ProjectMemoryWrite(
-            facts_md=facts_md, decisions_md=decisions_md, base_version=base_version
-        )
+        data = ProjectMemoryWrite.model_validate(sent)
         document, created = await project_memory_service.write_in(
-            conn, user, project_id, peer_did, data, if_match=None, via="mcp"
+            conn, user, project_id, peer_did, data, if_match=None, via="mcp", keep_unset=True
         )
         target = f"{project_id}:{peer_did}"
         return {"version": document.version, "created": created}, target

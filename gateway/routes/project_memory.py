@@ -19,7 +19,7 @@ from models.context import ProjectMemoryPublic, ProjectMemoryVersionPublic, Proj
 
 router = APIRouter(tags=["memory"])
 
-ProjectId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")]
+ProjectId = Annotated[str, Path(pattern=service.PROJECT_ID_PATTERN)]
 PeerDid = Annotated[DID, Query(description="The peer agent's DID (one of your contacts)")]
 _ETAG = re.compile(r'^"(\d{1,9})"$')
 _ERRORS = {

@@ -8,10 +8,13 @@ Reads return the version (sent as ``ETag``); writes must name the version they r
 
 from __future__ import annotations
 
+import re
+
 import asyncpg
 
 from gateway.errors import (
     ContactNotFoundError,
+    FieldInvalidError,
     PreconditionFailedError,
     PreconditionRequiredError,
     ProjectMemoryNotFoundError,
@@ -20,6 +23,12 @@ from gateway.errors import (
 from gateway.store import project_memory as store
 from models import ProjectMemoryRow, User
 from models.context import ProjectMemoryPublic, ProjectMemoryVersionPublic, ProjectMemoryWrite
+
+PROJECT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$"
+"""A project id: 1–255 of letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit
+(no ``/``, no ``..`` path tricks). The REST path parameter and the MCP tool both use it."""
+
+_PROJECT_ID = re.compile(PROJECT_ID_PATTERN)
 
 
 def public(row: ProjectMemoryRow, peer_did: str) -> ProjectMemoryPublic:
@@ -72,13 +81,25 @@ async def write_in(
     *,
     if_match: int | None,
     via: str,
+    keep_unset: bool = False,
 ) -> tuple[ProjectMemoryPublic, bool]:
     """Create or replace the document inside the caller's transaction: ``(document, created)``.
 
-    Raises PreconditionFailedError (412) for a stale ``If-Match``, VersionConflictError (409)
-    for a stale ``base_version`` or a concurrent create, PreconditionRequiredError (428) when
-    replacing without naming a version.
+    A replace sets ``facts_md``/``decisions_md`` to what ``data`` holds (absent = null), except
+    that with ``keep_unset`` the fields not set in ``data`` keep their stored text (a partial
+    update); ``meta`` not set is always kept.
+
+    Raises FieldInvalidError (422) when ``project_id`` does not match
+    :data:`PROJECT_ID_PATTERN`, PreconditionFailedError (412) for a stale ``If-Match``,
+    VersionConflictError (409) for a stale ``base_version`` or a concurrent create,
+    PreconditionRequiredError (428) when replacing without naming a version.
     """
+    if _PROJECT_ID.fullmatch(project_id) is None:
+        raise FieldInvalidError(
+            ["project_id"],
+            f"a project id must match {PROJECT_ID_PATTERN}",
+            "string_pattern_mismatch",
+        )
     peer_id = await contact_peer_id(conn, user, peer_did)
     fields = data.model_dump(exclude={"base_version"})
     current = await store.get_project_memory(
@@ -99,6 +120,10 @@ async def write_in(
         expected = _expected_version(current, if_match, data.base_version)
         if "meta" not in data.model_fields_set:
             fields["meta"] = current.meta_json  # a write without meta keeps the stored meta
+        if keep_unset:
+            for name in ("facts_md", "decisions_md"):
+                if name not in data.model_fields_set:
+                    fields[name] = getattr(current, name)
         updated = await store.update_project_memory(
             conn, id=current.id, expected_version=expected, fields=fields
         )

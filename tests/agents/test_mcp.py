@@ -239,12 +239,16 @@ async def test_caller_mistakes_are_tool_results_and_hostile_writes_still_audited
                 "code": "conversation_not_found",
                 "error": f"no conversation {theirs['id']}",
             }
-            bad = await client.call_tool("confer_read_messages", {"conversation_id": "x" * 500})
-            assert bad.is_error  # refused by the tool's schema before any query
+            bad = await call(client, "confer_read_messages", {"conversation_id": "x" * 500})
+            assert bad == {  # refused by the tool's schema before any query, same shape
+                "ok": False,
+                "code": "validation_failed",
+                "error": "invalid fields: conversation_id",
+            }
             nul = await call(
                 client, "confer_send_message", {"conversation_id": mine["id"], "content": "a\x00b"}
             )
-            assert nul["ok"] is False and nul["code"] in ("validation_failed", "invalid_input")
+            assert nul["ok"] is False and nul["code"] == "validation_failed"
         rows = await _audit_rows(database_url)
         failed = [r for r in rows if r["tool_name"] == "confer_send_message"]
         assert len(failed) == 1 and failed[0]["success"] is False
