@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from did.resolver import DIDResolver
 from gateway import migrations
 from gateway.agents.keys import stored_key
+from gateway.agents.queue import TaskQueue, build_task_queue
 from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
@@ -96,8 +97,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         pool = await create_pool(url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None
+        agent_queue: TaskQueue | None = None
         try:
             hub = await start_hub(settings, pool)
+            agent_queue = build_task_queue(settings, pool)
+            await agent_queue.start()
             identity = await load_identity(
                 pool,
                 public_url=settings.public_url,
@@ -131,6 +135,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 hub=hub,
                 context=context,
                 keyring=keyring,
+                agent_queue=agent_queue,
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (
@@ -141,7 +146,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             worker = DeliveryWorker(pool, http, identity, clock, settings)
             task = asyncio.create_task(worker.run(), name="confer-delivery")
             agents = AgentWorker(
-                pool, context.runtime, clock, max_attempts=settings.agent_task_max_attempts
+                pool,
+                context.runtime,
+                clock,
+                max_attempts=settings.agent_task_max_attempts,
+                queue=agent_queue,
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
@@ -168,6 +177,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
+            if agent_queue is not None:
+                await agent_queue.close()
             if hub is not None:
                 await hub.close()
             await http.aclose()

@@ -91,6 +91,31 @@ class Settings(BaseSettings):
     agent_context_tokens: int = 8000
     agent_history_tokens: int = 4000
     agent_task_max_attempts: int = 3
+    agent_queue_stream: str = Field(
+        default="CONFER_AGENT_TASKS",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="JetStream stream of agent task dispatches (with CONFER_NATS_URL).",
+    )
+    agent_queue_consumer: str = Field(
+        default="confer-agent-workers",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The durable pull consumer every Confer process shares.",
+    )
+    agent_queue_subject_prefix: str = Field(
+        default="",
+        pattern=r"^([A-Za-z0-9_-]+\.)*$",
+        description="Prepended to agent.{agent_id}.tasks (e.g. 'staging.') so several"
+        " deployments can share one NATS.",
+    )
+    agent_queue_max_age_seconds: float = Field(
+        default=3600.0, gt=0, description="JetStream drops dispatches older than this."
+    )
+    agent_queue_sweep_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="How often workers look for queued tasks on their own; unset = 2 s with"
+        " PostgreSQL NOTIFY, 30 s with NATS.",
+    )
     llm_timeout_seconds: float = 60.0
     llm_providers: dict[str, dict[str, str]] = Field(
         default_factory=dict,

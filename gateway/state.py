@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import asyncpg
 import httpx
 
+from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
@@ -33,6 +34,7 @@ class AppState:
     hub: EventHub
     context: ContextServices
     keyring: Keyring
+    agent_queue: TaskQueue
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None

@@ -8,7 +8,8 @@ the processes) — and has not allowed offline answers, the task is stored as ``
 instead and the peer's A2A task stays interrupted (``TASK_STATE_AUTH_REQUIRED`` with
 ``metadata.confer.waitingFor = "owner"``, A2A 1.0 §4.5); :func:`release_waiting` queues the
 agent task and completes those A2A tasks when the owner's next device connects, so the owner
-is back before the agent answers. The runtime sends the agent's answer to the
+is back before the agent answers. Callers wrap both in the task queue's ``after_commit``
+(:mod:`gateway.agents.queue`). The runtime sends the agent's answer to the
 conversation's peers through the outbox (:func:`reply_to_peers`).
 """
 
@@ -112,13 +113,12 @@ async def release_waiting(
             """UPDATE agent_tasks w SET status = 'queued'
                FROM agents a
                WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
-               RETURNING w.conversation_id""",
+               RETURNING w.id, w.agent_id, w.conversation_id""",
             owner_id,
         )
-        for record in released:
-            await conn.execute(
-                "SELECT pg_notify($1, $2)", tasks_store.CHANNEL, record["conversation_id"]
-            )
+        for r in released:
+            dispatch = tasks_store.Dispatch(r["agent_id"], r["id"], r["conversation_id"])
+            await tasks_store.announce_queued(conn, dispatch)
     if task_events is not None:
         for row in settled:
             task_events.publish(row)

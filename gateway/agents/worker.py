@@ -1,8 +1,10 @@
 """The agent task worker: claims queued tasks and runs them, one per conversation at a time.
 
-Tasks live in ``agent_tasks`` (the data model's ``agent.{agent_id}.tasks`` queue, durable in
-PostgreSQL). The worker wakes on ``NOTIFY confer_agent_tasks`` and also polls, so a missed
-notification only delays a task. On start it recovers tasks a previous process left
+Tasks live in ``agent_tasks`` (durable in PostgreSQL, the ledger). The worker learns about them
+from the task queue (:mod:`gateway.agents.queue`, the data model's ``agent.{agent_id}.tasks``):
+a PostgreSQL notification makes it claim the oldest claimable task, a NATS dispatch makes it
+claim that task. It also sweeps the ledger every ``queue.sweep_seconds`` and after each task,
+so a missed dispatch only delays a task. On start it recovers tasks a previous process left
 ``running``: they are queued again, or failed when out of attempts or superseded — never lost.
 Several processes may run workers: claims use ``FOR UPDATE SKIP LOCKED`` and the partial unique
 index on running tasks keeps one running task per conversation.
@@ -17,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from gateway.agents.queue import Delivery, TaskQueue
 from gateway.agents.runtime import AgentRuntime
 from gateway.clock import Clock
 from gateway.store import agent_tasks as tasks_store
@@ -81,7 +84,11 @@ def mentions(text: str, agent: Agent) -> bool:
 
 
 class AgentWorker:
-    """Runs tasks concurrently (``concurrency`` conversations at once) until cancelled."""
+    """Runs tasks concurrently (``concurrency`` conversations at once) until cancelled.
+
+    ``queue`` must be started; the caller closes it. ``poll_seconds`` overrides the queue's
+    sweep interval.
+    """
 
     def __init__(
         self,
@@ -90,20 +97,24 @@ class AgentWorker:
         clock: Clock,
         *,
         max_attempts: int,
-        poll_seconds: float = 2.0,
+        queue: TaskQueue,
+        poll_seconds: float | None = None,
         concurrency: int = 4,
+        take_seconds: float = 5.0,
     ) -> None:
         self._pool = pool
         self._runtime = runtime
         self._clock = clock
         self._max_attempts = max_attempts
-        self._poll_seconds = poll_seconds
+        self._queue = queue
+        self._poll_seconds = poll_seconds if poll_seconds is not None else queue.sweep_seconds
+        self._take_seconds = take_seconds
         self._slots = asyncio.Semaphore(concurrency)
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
 
     def wake(self, *_: Any) -> None:
-        """Look for work now (also the LISTEN callback)."""
+        """Look for work in the ledger now."""
         self._wake.set()
 
     async def run(self) -> None:
@@ -114,33 +125,84 @@ class AgentWorker:
             )
         if recovered:
             log.info("recovered %d interrupted agent tasks", recovered)
-        async with self._pool.acquire() as listener:
-            await listener.add_listener(tasks_store.CHANNEL, self.wake)
-            try:
-                await self._loop()
-            finally:
-                for task in self._running:
-                    task.cancel()
-                await asyncio.gather(*self._running, return_exceptions=True)
-                await listener.remove_listener(tasks_store.CHANNEL, self.wake)
+        sweeping = asyncio.create_task(self._sweep(), name="agent-task-sweep")
+        try:
+            await self._receive()
+        finally:
+            sweeping.cancel()
+            for task in self._running:
+                task.cancel()
+            await asyncio.gather(sweeping, *self._running, return_exceptions=True)
 
-    async def _loop(self) -> None:
+    async def _sweep(self) -> None:
+        """Claim queued tasks while slots are free; then wait for a wake or the sweep period."""
         while True:
             self._wake.clear()
-            while True:
-                await self._slots.acquire()
-                async with self._pool.acquire() as conn:
-                    task = await tasks_store.claim(conn, now=self._clock.now())
-                if task is None:
-                    self._slots.release()
-                    break
-                running = asyncio.create_task(self._run_one(task), name=f"agent-task-{task['id']}")
-                self._running.add(running)
-                running.add_done_callback(self._running.discard)
+            try:
+                await self._claim_queued()
+            except Exception:  # e.g. the database restarting: try again next period
+                log.exception("agent task sweep failed")
             try:
                 await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
             except TimeoutError:
                 pass
+
+    async def _claim_queued(self) -> None:
+        while True:
+            await self._slots.acquire()
+            try:
+                async with self._pool.acquire() as conn:
+                    task = await tasks_store.claim(conn, now=self._clock.now())
+            except BaseException:
+                self._slots.release()
+                raise
+            if task is None:
+                self._slots.release()
+                return
+            self._start(task)
+
+    async def _receive(self) -> None:
+        """Take dispatches from the queue, only while a slot is free (so a busy process leaves
+        them to the others)."""
+        while True:
+            await self._slots.acquire()  # wait for capacity without keeping it
+            self._slots.release()
+            delivery = await self._queue.take(self._take_seconds)
+            if delivery is None:
+                continue
+            try:
+                await self._dispatched(delivery)
+            except Exception:
+                log.exception("agent task dispatch %s failed", delivery.task_id)
+
+    async def _dispatched(self, delivery: Delivery) -> None:
+        if delivery.task_id is None:
+            self.wake()
+            await delivery.ack()
+            return
+        if self._slots.locked():  # the sweep took the last slot meanwhile
+            await delivery.nak()
+            return
+        await self._slots.acquire()
+        try:
+            async with self._pool.acquire() as conn:
+                task = await tasks_store.claim(
+                    conn, now=self._clock.now(), task_id=delivery.task_id
+                )
+        except BaseException:
+            self._slots.release()
+            raise
+        if task is None:  # running or done already, or its conversation is busy: stays queued
+            self._slots.release()
+        else:
+            self._start(task)
+        await delivery.ack()
+
+    def _start(self, task: dict[str, Any]) -> None:
+        """Run a claimed task in the background; its slot is already taken."""
+        running = asyncio.create_task(self._run_one(task), name=f"agent-task-{task['id']}")
+        self._running.add(running)
+        running.add_done_callback(self._running.discard)
 
     async def _run_one(self, task: dict[str, Any]) -> None:
         try:

@@ -47,15 +47,16 @@ async def decide_permission(
         outcomes.append(outcome)
         return {"permission": outcome.permission.model_dump(mode="json")}, outcome.permission.id
 
-    result = await audited_write(
-        state.pool,
-        user_id=user.id,
-        agent=agent,
-        tool_name="confer_decide_permission",
-        payload=payload,
-        target_table="permissions",
-        action=action,
-    )
+    async with state.agent_queue.after_commit():  # the agent's answer to an allowed request
+        result = await audited_write(
+            state.pool,
+            user_id=user.id,
+            agent=agent,
+            tool_name="confer_decide_permission",
+            payload=payload,
+            target_table="permissions",
+            action=action,
+        )
     if result["ok"]:
         consent.publish_outcome(state, outcomes[0])
     elif result["code"] == "permission_expired":

@@ -159,15 +159,16 @@ async def send_message(
             pushed.append(outgoing)
         return {"message_id": message.id, "conversation_id": conversation_id}, message.id
 
-    result = await audited_write(
-        state.pool,
-        user_id=user.id,
-        agent=agent,
-        tool_name="confer_send_message",
-        payload=payload,
-        target_table="messages",
-        action=action,
-    )
+    async with state.agent_queue.after_commit():  # the agent's task, if the message starts one
+        result = await audited_write(
+            state.pool,
+            user_id=user.id,
+            agent=agent,
+            tool_name="confer_send_message",
+            payload=payload,
+            target_table="messages",
+            action=action,
+        )
     if result["ok"]:
         for outgoing in pushed:  # published only once the audited transaction has committed
             await state.hub.send(outgoing)

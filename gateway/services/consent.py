@@ -153,7 +153,11 @@ async def decide(
     """The owner's decision. Raises PermissionNotFoundError, PermissionDecidedError, and
     PermissionExpiredError (the request expired: it is resolved as denied)."""
     try:
-        async with state.pool.acquire() as conn, conn.transaction():
+        async with (
+            state.agent_queue.after_commit(),
+            state.pool.acquire() as conn,
+            conn.transaction(),
+        ):
             outcome = await decide_in(conn, state, user, permission_id, decision, scope)
     except PermissionExpiredError:
         await expire(state, permission_id)
@@ -189,7 +193,7 @@ async def decide_in(
 
 async def expire(state: AppState, permission_id: str) -> bool:
     """Resolve one pending, expired request as denied; False when it was not pending."""
-    async with state.pool.acquire() as conn, conn.transaction():
+    async with state.agent_queue.after_commit(), state.pool.acquire() as conn, conn.transaction():
         permission = await store.get_permission_by_id(conn, id=permission_id)
         if permission is None or permission.decision != "pending":
             return False

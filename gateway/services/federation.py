@@ -127,7 +127,7 @@ async def receive_message(
     ``messageId``): a retry returns the first task and stores nothing new.
     """
     remote_id = params.message.messageId
-    async with state.pool.acquire() as conn, conn.transaction():
+    async with state.agent_queue.after_commit(), state.pool.acquire() as conn, conn.transaction():
         await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
         existing = await _retried(conn, caller, remote_id)
         if existing is not None:

@@ -3,11 +3,19 @@
 At most one task per conversation and agent is ``queued`` (migration 0008: a group message
 may address several agents) and at most one per conversation ``running`` (partial unique
 indexes). Enqueuing while a task waits re-points the waiting task at the newer message.
-``NOTIFY confer_agent_tasks`` wakes workers when the enqueuing transaction commits.
+
+This table is the ledger; telling workers about a queued task is a *dispatch*
+(:func:`announce_queued`). By default it is ``NOTIFY confer_agent_tasks``, delivered when the
+enqueuing transaction commits. Inside :func:`collecting_dispatches` (the NATS task queue,
+:mod:`gateway.agents.queue`) dispatches are collected instead, to be published after commit.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,10 +28,53 @@ from models import Agent
 CHANNEL = "confer_agent_tasks"
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """One queued task to announce to workers (subject ``agent.{agent_id}.tasks``)."""
+
+    agent_id: str
+    task_id: str
+    conversation_id: str
+
+
+_collected: ContextVar[list[Dispatch] | None] = ContextVar("confer_task_dispatches", default=None)
+
+
+@contextlib.contextmanager
+def collecting_dispatches() -> Iterator[list[Dispatch]]:
+    """Collect the dispatches announced inside the block (in this asyncio task) into the
+    yielded list instead of notifying; the caller publishes them after commit."""
+    collected: list[Dispatch] = []
+    token = _collected.set(collected)
+    try:
+        yield collected
+    finally:
+        _collected.reset(token)
+
+
+def is_collecting() -> bool:
+    """True inside :func:`collecting_dispatches`."""
+    return _collected.get() is not None
+
+
+async def announce_queued(conn: asyncpg.Connection, dispatch: Dispatch) -> None:
+    """Tell workers about a task queued in ``conn``'s transaction.
+
+    Collected when inside :func:`collecting_dispatches`; otherwise ``NOTIFY confer_agent_tasks``
+    (payload: the conversation id), which PostgreSQL delivers only if the transaction commits.
+    """
+    collected = _collected.get()
+    if collected is not None:
+        collected.append(dispatch)
+    else:
+        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, dispatch.conversation_id)
+
+
 async def enqueue(
     conn: asyncpg.Connection, *, agent_id: str, conversation_id: str, trigger_message_id: str
 ) -> str:
-    """Queue a task (or re-point the waiting one); returns its id. Notifies on commit."""
+    """Queue a task (or re-point the waiting one); returns its id. Announced: see
+    :func:`announce_queued`."""
     task_id = await conn.fetchval(
         """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id)
            VALUES ($1, $2, $3, $4)
@@ -35,23 +86,34 @@ async def enqueue(
         conversation_id,
         trigger_message_id,
     )
-    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, conversation_id)
+    await announce_queued(conn, Dispatch(agent_id, str(task_id), conversation_id))
     return str(task_id)
 
 
-async def claim(conn: asyncpg.Connection, *, now: datetime) -> dict[str, Any] | None:
-    """Mark the oldest queued task whose conversation has none running as running; or None."""
+async def claim(
+    conn: asyncpg.Connection, *, now: datetime, task_id: str | None = None
+) -> dict[str, Any] | None:
+    """Mark a queued task whose conversation has none running as running; or None.
+
+    Without ``task_id`` the oldest such task; with it, that task only (None when it is not
+    queued, is locked by another worker, or its conversation already has a running task —
+    then it stays queued and a later claim without ``task_id`` picks it up).
+    """
+    # Two statements rather than "$2 IS NULL OR t.id = $2", so the targeted claim always
+    # plans as a primary-key lookup.
+    which = "t.id = $2" if task_id is not None else "TRUE"
+    args = (now, task_id) if task_id is not None else (now,)
     try:
         record = await conn.fetchrow(
-            """UPDATE agent_tasks SET status = 'running', attempts = attempts + 1, started_at = $1
+            f"""UPDATE agent_tasks SET status = 'running', attempts = attempts + 1, started_at = $1
                WHERE id = (
                  SELECT t.id FROM agent_tasks t
-                 WHERE t.status = 'queued' AND NOT EXISTS (
+                 WHERE t.status = 'queued' AND {which} AND NOT EXISTS (
                    SELECT 1 FROM agent_tasks r
                    WHERE r.conversation_id = t.conversation_id AND r.status = 'running')
                  ORDER BY t.id FOR UPDATE SKIP LOCKED LIMIT 1)
                RETURNING *""",
-            now,
+            *args,
         )
     except asyncpg.UniqueViolationError:
         return None  # another worker started this conversation's task first

@@ -3,23 +3,41 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.gateway.harness import Instance, User, next_event, run_instance
+from tests.gateway.harness import (
+    NATS_URL,
+    Instance,
+    User,
+    nats_task_queue,
+    next_event,
+    reachable,
+    run_instance,
+)
 
 OFFLINE_INTRO = "This is Confer's offline provider"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-@pytest.fixture
-async def pair(make_database) -> AsyncIterator[tuple[Instance, Instance]]:
-    async with (
-        run_instance(await make_database()) as a,
-        run_instance(await make_database()) as b,
-    ):
+@pytest.fixture(params=["postgres", "nats"])
+async def pair(request, make_database) -> AsyncIterator[tuple[Instance, Instance]]:
+    """Two instances; their agent task queues are PostgreSQL NOTIFY or NATS JetStream (with a
+    ten-minute sweep, so every task starts from a dispatch published after commit)."""
+    if request.param == "nats" and not reachable(NATS_URL):
+        pytest.skip("needs the local NATS with JetStream (4222); .ci/run starts it")
+    async with contextlib.AsyncExitStack() as stack:
+        queues: list[dict[str, Any]] = [{}, {}]
+        if request.param == "nats":
+            queues = [
+                await stack.enter_async_context(nats_task_queue(agent_queue_sweep_seconds=600))
+                for _ in range(2)
+            ]
+        a = await stack.enter_async_context(run_instance(await make_database(), **queues[0]))
+        b = await stack.enter_async_context(run_instance(await make_database(), **queues[1]))
         yield a, b
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import nats
 import uvicorn
 import websockets
+from nats.js.errors import NotFoundError
 
 from gateway.app import create_app
 from gateway.clock import Clock
@@ -26,6 +29,40 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+NATS_URL = os.environ.get("CONFER_TEST_NATS_URL", "nats://127.0.0.1:4222")
+
+
+def reachable(url: str) -> bool:
+    """True when something accepts TCP connections at ``url``'s host and port."""
+    host, port = url.split("//", 1)[1].split("/")[0].split(":")
+    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+        return True
+    return False
+
+
+@contextlib.asynccontextmanager
+async def nats_task_queue(**overrides: Any) -> AsyncIterator[dict[str, Any]]:
+    """Settings for an agent task queue on the local NATS with names of its own (stream,
+    consumer, subject prefix), so parallel runs never share a stream; deleted on exit."""
+    tag = uuid.uuid4().hex[:10]
+    values: dict[str, Any] = {
+        "nats_url": NATS_URL,
+        "agent_queue_stream": f"CONFER_TEST_TASKS_{tag}",
+        "agent_queue_consumer": f"confer-test-{tag}",
+        "agent_queue_subject_prefix": f"test{tag}.",
+        **overrides,
+    }
+    try:
+        yield values
+    finally:
+        nc = await nats.connect(NATS_URL)
+        try:
+            with contextlib.suppress(NotFoundError):
+                await nc.jetstream().delete_stream(values["agent_queue_stream"])
+        finally:
+            await nc.close()
 
 
 def port_is_free(port: int) -> bool:

@@ -1,0 +1,168 @@
+"""The data model's ``agent.{agent_id}.tasks`` queue: how workers learn about queued tasks.
+
+PostgreSQL's ``agent_tasks`` is the ledger and the source of truth: a task exists, is claimed
+(``FOR UPDATE SKIP LOCKED``) and finishes there. A queue only *dispatches* — it tells a worker
+"task X is queued" — so a lost dispatch delays a task but never loses it: every worker also
+sweeps the ledger every ``sweep_seconds`` and after each task it runs.
+
+- :class:`PostgresTaskQueue` (default): ``NOTIFY confer_agent_tasks``, sent inside the
+  enqueuing transaction and so delivered exactly when it commits, wakes the worker of every
+  process (``LISTEN``); each looks for the oldest claimable task. Sweep: 2 s.
+- :class:`gateway.agents.nats_queue.NatsTaskQueue` (``CONFER_NATS_URL``): one JetStream
+  work-queue stream and one durable pull consumer shared by every process, so each dispatch
+  reaches one process, which claims that very task. Sweep: 30 s.
+
+Callers wrap the transaction that enqueues in :meth:`TaskQueue.after_commit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from gateway.settings import Settings
+from gateway.store import agent_tasks as tasks_store
+from gateway.store.agent_tasks import Dispatch
+
+log = logging.getLogger(__name__)
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Delivery:
+    """What :meth:`TaskQueue.take` hands the worker.
+
+    ``task_id`` None means "look at the ledger" (a PostgreSQL notification). Otherwise the
+    worker claims that task and calls ``ack`` — whether or not the claim succeeded, since the
+    ledger keeps the task — or ``nak`` to let another process have the dispatch now.
+    """
+
+    task_id: str | None
+    ack: Callable[[], Awaitable[None]] = _nothing
+    nak: Callable[[], Awaitable[None]] = _nothing
+
+
+class TaskQueue(ABC):
+    """Dispatches queued agent tasks to workers (``start`` before use, ``close`` after)."""
+
+    sweep_seconds: float
+    """How often a worker claims queued tasks without being told (seconds)."""
+
+    collects: bool = True
+    """Whether :meth:`after_commit` collects dispatches to :meth:`publish` after commit."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Connect (and create what the broker needs)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Disconnect; idempotent."""
+
+    @abstractmethod
+    async def publish(self, dispatch: Dispatch) -> None:
+        """Tell one worker that ``dispatch.task_id`` is queued. Call after the enqueuing
+        transaction has committed. Never raises: a failed publish is logged (the sweep runs
+        the task)."""
+
+    @abstractmethod
+    async def take(self, wait_seconds: float) -> Delivery | None:
+        """The next dispatch for this process, or None after ``wait_seconds``."""
+
+    @contextlib.asynccontextmanager
+    async def after_commit(self) -> AsyncIterator[None]:
+        """Publish the dispatches of the tasks queued inside the block when it ends.
+
+        Wrap a whole transaction (``async with queue.after_commit(), pool.acquire() as conn,
+        conn.transaction():``) or a service call that commits. Dispatches are published even
+        when the block raises: one for a rolled-back task finds nothing to claim. Inside
+        another ``after_commit`` block, the outer one publishes.
+        """
+        if not self.collects or tasks_store.is_collecting():
+            yield
+            return
+        with tasks_store.collecting_dispatches() as dispatches:
+            try:
+                yield
+            except Exception:
+                await self._publish_all(dispatches)
+                raise
+        await self._publish_all(dispatches)
+
+    async def _publish_all(self, dispatches: list[Dispatch]) -> None:
+        for dispatch in dispatches:
+            await self.publish(dispatch)
+
+
+class PostgresTaskQueue(TaskQueue):
+    """``NOTIFY``/``LISTEN confer_agent_tasks`` on the ledger's own database.
+
+    Enqueuing notifies inside its transaction (:func:`gateway.store.agent_tasks.announce_queued`),
+    so :meth:`after_commit` collects nothing. Every process listening is woken, and the worker
+    claims the oldest claimable task; :meth:`take` returns ``Delivery(task_id=None)``.
+    """
+
+    collects = False
+
+    def __init__(self, pool: asyncpg.Pool, *, sweep_seconds: float = 2.0) -> None:
+        self.sweep_seconds = sweep_seconds
+        self._pool = pool
+        self._listener: Any = None
+        self._notified = asyncio.Event()
+
+    def _on_notify(self, *_: Any) -> None:
+        self._notified.set()
+
+    async def start(self) -> None:
+        self._listener = await self._pool.acquire()
+        await self._listener.add_listener(tasks_store.CHANNEL, self._on_notify)
+
+    async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(Exception):  # a closed connection listens no more anyway
+                await listener.remove_listener(tasks_store.CHANNEL, self._on_notify)
+            await self._pool.release(listener)
+
+    async def publish(self, dispatch: Dispatch) -> None:
+        try:
+            await self._pool.execute(
+                "SELECT pg_notify($1, $2)", tasks_store.CHANNEL, dispatch.conversation_id
+            )
+        except Exception:
+            log.warning("could not notify agent task %s; the sweep runs it", dispatch.task_id)
+
+    async def take(self, wait_seconds: float) -> Delivery | None:
+        try:
+            await asyncio.wait_for(self._notified.wait(), wait_seconds)
+        except TimeoutError:
+            return None
+        self._notified.clear()
+        return Delivery(task_id=None)
+
+
+def build_task_queue(settings: Settings, pool: asyncpg.Pool) -> TaskQueue:
+    """``NatsTaskQueue`` when ``CONFER_NATS_URL`` is set, else ``PostgresTaskQueue``."""
+    sweep = settings.agent_queue_sweep_seconds
+    if settings.nats_url:
+        from gateway.agents.nats_queue import NatsTaskQueue
+
+        return NatsTaskQueue(
+            settings.nats_url,
+            stream=settings.agent_queue_stream,
+            consumer=settings.agent_queue_consumer,
+            subject_prefix=settings.agent_queue_subject_prefix,
+            max_age_seconds=settings.agent_queue_max_age_seconds,
+            sweep_seconds=sweep if sweep is not None else 30.0,
+        )
+    return PostgresTaskQueue(pool, sweep_seconds=sweep if sweep is not None else 2.0)
