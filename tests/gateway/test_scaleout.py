@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,28 +18,29 @@ import nats
 import pytest
 import websockets
 
-from tests.gateway.harness import RUN_RATE_LIMIT_PREFIX, free_port
+from tests.gateway.harness import (
+    NATS_URL,
+    RUN_RATE_LIMIT_PREFIX,
+    free_port,
+    nats_task_queue,
+    reachable,
+)
 
-NATS_URL = os.environ.get("CONFER_TEST_NATS_URL", "nats://127.0.0.1:4222")
 REDIS_URL = os.environ.get("CONFER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def _reachable(url: str) -> bool:
-    host, port = url.split("//", 1)[1].split("/")[0].split(":")
-    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
-        return True
-    return False
-
-
 pytestmark = pytest.mark.skipif(
-    not (_reachable(NATS_URL) and _reachable(REDIS_URL)),
+    not (reachable(NATS_URL) and reachable(REDIS_URL)),
     reason="needs the local NATS (4222) and Redis (6379); .ci/run starts them",
 )
 
 
 @contextlib.asynccontextmanager
-async def gateway_process(database_url: str, port: int, public_port: int) -> AsyncIterator[str]:
-    """Run ``confer serve`` as its own OS process on 127.0.0.1:``port``."""
+async def gateway_process(
+    database_url: str, port: int, public_port: int, settings: dict[str, Any]
+) -> AsyncIterator[str]:
+    """Run ``confer serve`` as its own OS process on 127.0.0.1:``port``, with ``settings``
+    (``CONFER_<NAME>``) on top, e.g. its agent task queue from :func:`nats_task_queue`."""
     env = {
         **os.environ,
         "CONFER_DATABASE_URL": database_url,
@@ -53,6 +53,7 @@ async def gateway_process(database_url: str, port: int, public_port: int) -> Asy
         "CONFER_RATE_LIMIT_PREFIX": RUN_RATE_LIMIT_PREFIX,
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
+        **{f"CONFER_{name.upper()}": str(value) for name, value in settings.items()},
     }
     code = "from gateway.cli import app; app()"
     process = await asyncio.create_subprocess_exec(
@@ -106,8 +107,9 @@ async def _messages(ws: Any, count: int) -> list[dict[str, Any]]:
 async def test_two_processes_share_the_stream_over_nats(database_url: str) -> None:
     port_a, port_b = free_port(), free_port()
     async with (
-        gateway_process(database_url, port_a, port_a) as base_a,
-        gateway_process(database_url, port_b, port_a) as base_b,
+        nats_task_queue() as queue,
+        gateway_process(database_url, port_a, port_a, queue) as base_a,
+        gateway_process(database_url, port_b, port_a, queue) as base_b,
         httpx.AsyncClient(base_url=base_a) as a,
         httpx.AsyncClient(base_url=base_b) as b,
     ):
@@ -172,6 +174,50 @@ async def test_two_processes_share_the_stream_over_nats(database_url: str) -> No
         for ws in (resumed, ws_alice):
             await ws.close()
         await nc.close()
+
+
+async def test_two_processes_share_the_agent_task_queue(database_url: str) -> None:
+    """Own-agent tasks posted on either process go through one JetStream consumer; each is
+    answered once. The sweep is ten minutes, so every answer started from a dispatch."""
+    port_a, port_b = free_port(), free_port()
+    own_budget = {"rate_limit_prefix": f"{RUN_RATE_LIMIT_PREFIX}-agentq"}  # six registrations
+    async with (
+        nats_task_queue(agent_queue_sweep_seconds=600) as queue,
+        gateway_process(database_url, port_a, port_a, {**queue, **own_budget}) as base_a,
+        gateway_process(database_url, port_b, port_a, {**queue, **own_budget}) as base_b,
+        httpx.AsyncClient(base_url=base_a) as a,
+        httpx.AsyncClient(base_url=base_b) as b,
+    ):
+        talks = []
+        for i, client in enumerate([a, b, a, b, a, b]):
+            user = await _register(client, f"owner{i}")
+            headers = {"Authorization": f"Bearer {user['access_token']}"}
+            conv = await client.post(
+                "/v1/conversations",
+                json={"type": "direct_user_agent", "participant_did": user["user"]["agent_did"]},
+                headers=headers,
+            )
+            assert conv.status_code in (200, 201), conv.text
+            talks.append((client, headers, conv.json()["id"]))
+        for client, headers, cid in talks:
+            sent = await client.post(
+                f"/v1/conversations/{cid}/messages", json={"content": "hi"}, headers=headers
+            )
+            assert sent.status_code == 201, sent.text
+        for client, headers, cid in talks:
+            for _ in range(200):
+                page = await client.get(f"/v1/conversations/{cid}/messages", headers=headers)
+                senders = [m["sender_type"] for m in page.json()["items"]]
+                if "own_agent" in senders:
+                    break
+                await asyncio.sleep(0.05)
+            assert senders == ["own_agent", "user"]
+        nc = await nats.connect(NATS_URL)
+        try:
+            stream = await nc.jetstream().stream_info(queue["agent_queue_stream"])
+        finally:
+            await nc.close()
+    assert stream.state.last_seq == 6 and stream.state.messages == 0
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])
