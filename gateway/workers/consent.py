@@ -20,7 +20,8 @@ async def run_sweeper(state: AppState) -> None:
     while True:
         try:
             await consent.expire_due(state)
-            await release_present_owners(state.pool, state.clock, state.hub, state.task_events)
+            async with state.agent_queue.after_commit():
+                await release_present_owners(state.pool, state.clock, state.hub, state.task_events)
         except (asyncpg.PostgresError, OSError) as exc:
             log.warning("consent sweeper: database error: %s", exc)
         await asyncio.sleep(state.settings.permission_sweep_seconds)
