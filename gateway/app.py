@@ -150,6 +150,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 context.runtime,
                 clock,
                 max_attempts=settings.agent_task_max_attempts,
+                lease_seconds=settings.agent_task_lease_seconds,
                 queue=agent_queue,
             )
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")

@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     agent_context_tokens: int = 8000
     agent_history_tokens: int = 4000
     agent_task_max_attempts: int = 3
+    agent_task_lease_seconds: float = Field(
+        default=60.0,
+        ge=1.0,
+        description="A running agent task's lease, renewed every third of it while it runs;"
+        " a task whose process died is retried once its lease has run out.",
+    )
     agent_queue_stream: str = Field(
         default="CONFER_AGENT_TASKS",
         pattern=r"^[A-Za-z0-9_-]+$",

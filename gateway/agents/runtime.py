@@ -44,6 +44,10 @@ SUMMARIZE_PROMPT = (
 )
 
 
+class LeaseLostError(Exception):
+    """The task's lease ran out before its answer was stored; another worker retries it."""
+
+
 class AgentRuntime:
     """Context inspection, task execution and compaction for users' own agents."""
 
@@ -239,7 +243,7 @@ class AgentRuntime:
                 via="api",
             )
             await conv_store.touch_conversation(conn, conversation_id=task["conversation_id"])
-            await tasks_store.finish(
+            held = await tasks_store.finish(
                 conn,
                 id=task["id"],
                 status=status,
@@ -247,6 +251,8 @@ class AgentRuntime:
                 reply_message_id=message_id,
                 error=error,
             )
+            if not held:  # rolls the answer back: another worker runs the task now
+                raise LeaseLostError(f"agent task {task['id']} is no longer ours")
             message = await messages_store.get_message(conn, id=message_id)
             assert message is not None
             if sender_type == "own_agent":  # answers reach the conversation's peers too

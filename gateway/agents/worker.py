@@ -4,10 +4,13 @@ Tasks live in ``agent_tasks`` (durable in PostgreSQL, the ledger). The worker le
 from the task queue (:mod:`gateway.agents.queue`, the data model's ``agent.{agent_id}.tasks``):
 a PostgreSQL notification makes it claim the oldest claimable task, a NATS dispatch makes it
 claim that task. It also sweeps the ledger every ``queue.sweep_seconds`` and after each task,
-so a missed dispatch only delays a task. On start it recovers tasks a previous process left
-``running``: they are queued again, or failed when out of attempts or superseded — never lost.
-Several processes may run workers: claims use ``FOR UPDATE SKIP LOCKED`` and the partial unique
-index on running tasks keeps one running task per conversation.
+so a missed dispatch only delays a task. A claimed task is leased (``lease_seconds``, renewed
+every third of it while it runs): when a process dies, its tasks' leases run out and any
+worker — at its next sweep, or at start — queues them again, or fails them when out of attempts
+or superseded; never lost. A live worker's tasks are never taken from it, and its final write
+checks the lease, so an answer is stored once. Several processes may run workers: claims use
+``FOR UPDATE SKIP LOCKED`` and the partial unique index on running tasks keeps one running
+task per conversation.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import asyncpg
 
 from gateway.agents.queue import Delivery, TaskQueue
-from gateway.agents.runtime import AgentRuntime
+from gateway.agents.runtime import AgentRuntime, LeaseLostError
 from gateway.clock import Clock
 from gateway.store import agent_tasks as tasks_store
 from models import Agent
@@ -101,6 +104,7 @@ class AgentWorker:
         poll_seconds: float | None = None,
         concurrency: int = 4,
         take_seconds: float = 5.0,
+        lease_seconds: float = 60.0,
     ) -> None:
         self._pool = pool
         self._runtime = runtime
@@ -111,28 +115,65 @@ class AgentWorker:
         self._take_seconds = take_seconds
         self._slots = asyncio.Semaphore(concurrency)
         self._wake = asyncio.Event()
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._lease_seconds = lease_seconds
 
     def wake(self, *_: Any) -> None:
         """Look for work in the ledger now."""
         self._wake.set()
 
     async def run(self) -> None:
-        """Recover, then claim and run tasks forever. Cancel to stop."""
+        """Recover, then claim and run tasks forever, renewing their leases. Cancel to stop."""
+        await self._recover()
+        sweeping = asyncio.create_task(self._sweep(), name="agent-task-sweep")
+        renewing = asyncio.create_task(self._renew(), name="agent-task-leases")
+        try:
+            await self._receive()
+        finally:
+            sweeping.cancel()
+            renewing.cancel()
+            running = list(self._running.values())
+            for task in running:
+                task.cancel()
+            await asyncio.gather(sweeping, renewing, *running, return_exceptions=True)
+
+    async def _recover(self) -> None:
+        """Queue again (or fail) tasks whose worker died: their lease ran out."""
         async with self._pool.acquire() as conn:
             recovered = await tasks_store.recover(
                 conn, max_attempts=self._max_attempts, now=self._clock.now()
             )
         if recovered:
             log.info("recovered %d interrupted agent tasks", recovered)
-        sweeping = asyncio.create_task(self._sweep(), name="agent-task-sweep")
-        try:
-            await self._receive()
-        finally:
-            sweeping.cancel()
-            for task in self._running:
-                task.cancel()
-            await asyncio.gather(sweeping, *self._running, return_exceptions=True)
+            self.wake()
+
+    async def _renew(self) -> None:
+        """Every third of the lease: recover abandoned tasks, and extend the leases of the tasks
+        running here; a task that is no longer ours (its lease ran out and it was queued again)
+        is stopped."""
+        while True:
+            await asyncio.sleep(self._lease_seconds / 3)
+            try:
+                await self._recover()  # other processes' tasks whose leases ran out
+            except Exception:
+                log.exception("recovering abandoned agent tasks failed")
+            if not self._running:
+                continue
+            try:
+                async with self._pool.acquire() as conn:
+                    renewed = await tasks_store.renew_leases(
+                        conn,
+                        ids=list(self._running),
+                        now=self._clock.now(),
+                        lease_seconds=self._lease_seconds,
+                    )
+            except Exception:  # the database restarting: the lease still has two thirds left
+                log.exception("renewing agent task leases failed")
+                continue
+            for task_id, running in list(self._running.items()):
+                if task_id not in renewed:
+                    log.warning("agent task %s lost its lease; stopping it here", task_id)
+                    running.cancel()
 
     async def _sweep(self) -> None:
         """Claim queued tasks while slots are free; then wait for a wake or the sweep period."""
@@ -152,7 +193,9 @@ class AgentWorker:
             await self._slots.acquire()
             try:
                 async with self._pool.acquire() as conn:
-                    task = await tasks_store.claim(conn, now=self._clock.now())
+                    task = await tasks_store.claim(
+                        conn, now=self._clock.now(), lease_seconds=self._lease_seconds
+                    )
             except BaseException:
                 self._slots.release()
                 raise
@@ -187,7 +230,10 @@ class AgentWorker:
         try:
             async with self._pool.acquire() as conn:
                 task = await tasks_store.claim(
-                    conn, now=self._clock.now(), task_id=delivery.task_id
+                    conn,
+                    now=self._clock.now(),
+                    task_id=delivery.task_id,
+                    lease_seconds=self._lease_seconds,
                 )
         except BaseException:
             self._slots.release()
@@ -200,15 +246,18 @@ class AgentWorker:
 
     def _start(self, task: dict[str, Any]) -> None:
         """Run a claimed task in the background; its slot is already taken."""
-        running = asyncio.create_task(self._run_one(task), name=f"agent-task-{task['id']}")
-        self._running.add(running)
-        running.add_done_callback(self._running.discard)
+        task_id = task["id"]
+        running = asyncio.create_task(self._run_one(task), name=f"agent-task-{task_id}")
+        self._running[task_id] = running
+        running.add_done_callback(lambda _: self._running.pop(task_id, None))
 
     async def _run_one(self, task: dict[str, Any]) -> None:
         try:
             await self._runtime.run_task(task)
         except asyncio.CancelledError:
-            raise  # the task stays "running" and is recovered at the next start
+            raise  # the task stays "running" until its lease runs out, then it is retried
+        except LeaseLostError as exc:
+            log.warning("%s", exc)
         except Exception as exc:
             log.exception("agent task %s crashed", task["id"])
             async with self._pool.acquire() as conn:

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -91,9 +91,14 @@ async def enqueue(
 
 
 async def claim(
-    conn: asyncpg.Connection, *, now: datetime, task_id: str | None = None
+    conn: asyncpg.Connection,
+    *,
+    now: datetime,
+    task_id: str | None = None,
+    lease_seconds: float = 60.0,
 ) -> dict[str, Any] | None:
-    """Mark a queued task whose conversation has none running as running; or None.
+    """Mark a queued task whose conversation has none running as running, leased until
+    ``now + lease_seconds``; or None.
 
     Without ``task_id`` the oldest such task; with it, that task only (None when it is not
     queued, is locked by another worker, or its conversation already has a running task —
@@ -101,11 +106,13 @@ async def claim(
     """
     # Two statements rather than "$2 IS NULL OR t.id = $2", so the targeted claim always
     # plans as a primary-key lookup.
-    which = "t.id = $2" if task_id is not None else "TRUE"
-    args = (now, task_id) if task_id is not None else (now,)
+    which = "t.id = $3" if task_id is not None else "TRUE"
+    lease_until = now + timedelta(seconds=lease_seconds)
+    args = (now, lease_until, task_id) if task_id is not None else (now, lease_until)
     try:
         record = await conn.fetchrow(
-            f"""UPDATE agent_tasks SET status = 'running', attempts = attempts + 1, started_at = $1
+            f"""UPDATE agent_tasks SET status = 'running', attempts = attempts + 1, started_at = $1,
+                      lease_until = $2
                WHERE id = (
                  SELECT t.id FROM agent_tasks t
                  WHERE t.status = 'queued' AND {which} AND NOT EXISTS (
@@ -128,38 +135,66 @@ async def finish(
     now: datetime,
     reply_message_id: str | None = None,
     error: str | None = None,
-) -> None:
-    """End a running task as ``done`` or ``failed``."""
-    await conn.execute(
-        """UPDATE agent_tasks SET status = $2, finished_at = $3, reply_message_id = $4, error = $5
-           WHERE id = $1""",
+) -> bool:
+    """End a running task as ``done`` or ``failed``; False when it is no longer running (its
+    lease ran out and it was queued again — the caller must not store its answer)."""
+    result = await conn.execute(
+        """UPDATE agent_tasks SET status = $2, finished_at = $3, reply_message_id = $4, error = $5,
+                  lease_until = NULL
+           WHERE id = $1 AND status = 'running'""",
         id,
         status,
         now,
         reply_message_id,
         error,
     )
+    return result.split()[-1] == "1"
+
+
+def _abandoned(now: str) -> str:
+    """SQL: a running task whose worker stopped renewing its lease (its process died) by the
+    time in parameter ``now``."""
+    return f"t.status = 'running' AND (t.lease_until IS NULL OR t.lease_until < {now})"
 
 
 async def recover(conn: asyncpg.Connection, *, max_attempts: int, now: datetime) -> int:
-    """After a restart: retry tasks left ``running`` or fail them; returns how many were found.
+    """Retry abandoned tasks (``running`` with an expired lease) or fail them; returns how many.
 
     A task superseded by a newer queued task of its conversation, or out of attempts, fails;
-    the others are queued again.
+    the others are queued again. Tasks of live workers (lease still valid) are left alone, so
+    any process may call this at any time.
     """
-    failed = await conn.execute(
-        """UPDATE agent_tasks t SET status = 'failed', finished_at = $2,
-                  error = CASE WHEN t.attempts >= $1 THEN 'interrupted; out of attempts'
-                               ELSE 'interrupted; superseded by a newer task' END
-           WHERE t.status = 'running' AND (t.attempts >= $1 OR EXISTS (
-             SELECT 1 FROM agent_tasks q
-             WHERE q.conversation_id = t.conversation_id AND q.agent_id = t.agent_id
-               AND q.status = 'queued'))""",
-        max_attempts,
-        now,
-    )
-    queued = await conn.execute("UPDATE agent_tasks SET status = 'queued' WHERE status = 'running'")
+    async with conn.transaction():
+        failed = await conn.execute(
+            f"""UPDATE agent_tasks t SET status = 'failed', finished_at = $2, lease_until = NULL,
+                      error = CASE WHEN t.attempts >= $1 THEN 'interrupted; out of attempts'
+                                   ELSE 'interrupted; superseded by a newer task' END
+               WHERE {_abandoned("$2")} AND (t.attempts >= $1 OR EXISTS (
+                 SELECT 1 FROM agent_tasks q
+                 WHERE q.conversation_id = t.conversation_id AND q.agent_id = t.agent_id
+                   AND q.status = 'queued'))""",
+            max_attempts,
+            now,
+        )
+        queued = await conn.execute(
+            f"""UPDATE agent_tasks t SET status = 'queued', lease_until = NULL
+               WHERE {_abandoned("$1")}""",
+            now,
+        )
     return int(failed.split()[-1]) + int(queued.split()[-1])
+
+
+async def renew_leases(
+    conn: asyncpg.Connection, *, ids: list[str], now: datetime, lease_seconds: float
+) -> set[str]:
+    """Extend the leases of ``ids`` that are still running; returns the ids renewed."""
+    records = await conn.fetch(
+        """UPDATE agent_tasks SET lease_until = $2
+           WHERE id = ANY($1::text[]) AND status = 'running' RETURNING id""",
+        ids,
+        now + timedelta(seconds=lease_seconds),
+    )
+    return {r["id"] for r in records}
 
 
 async def withdraw_waiting(

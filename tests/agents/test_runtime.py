@@ -11,6 +11,8 @@ from tests.agents.conftest import LLMServer
 from tests.agents.helpers import agent_id, set_model, talk_to_agent, wait_for_reply
 from tests.gateway.harness import next_event, run_instance
 
+LEASE = {"agent_task_lease_seconds": 2.0}  # a crashed process's task is retried quickly
+
 
 async def test_offline_agent_answers_from_memory_and_streams(database_url: str) -> None:
     async with run_instance(database_url) as instance:
@@ -276,7 +278,7 @@ async def test_a_task_interrupted_by_a_restart_is_retried(
 ) -> None:
     providers = {"loop": {"base_url": llm_server.base_url, "wire": "openai"}}
     llm_server.fake.hang = True
-    async with run_instance(database_url, llm_providers=providers) as instance:
+    async with run_instance(database_url, llm_providers=providers, **LEASE) as instance:
         alice = await instance.register("alice")
         await set_model(database_url, alice, "brain", "loop", "m")
         conversation_id = await talk_to_agent(alice)
@@ -293,7 +295,7 @@ async def test_a_task_interrupted_by_a_restart_is_retried(
         await conn.close()
     llm_server.fake.hang = False
     port = int(alice.instance.base_url.rsplit(":", 1)[1])  # same public URL, same DIDs
-    async with run_instance(database_url, port=port, llm_providers=providers) as instance:
+    async with run_instance(database_url, port=port, llm_providers=providers, **LEASE) as instance:
         login = await instance.client.post(
             "/v1/auth/login", json={"username": "alice", "password": "correct horse battery"}
         )
@@ -306,3 +308,47 @@ async def test_a_task_interrupted_by_a_restart_is_retried(
     finally:
         await conn.close()
     assert task["status"] == "done" and task["attempts"] == 2
+
+
+async def test_a_live_process_keeps_its_task_and_a_dead_ones_is_retried_once(
+    database_url: str, llm_server: LLMServer
+) -> None:
+    """Two processes on one database: the second one's start and sweeps never take the first
+    one's running task (its lease is renewed); when the first dies, the second retries it
+    after the lease, and exactly one answer is stored."""
+    providers = {"loop": {"base_url": llm_server.base_url, "wire": "openai"}}
+    llm_server.fake.hang = True
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with run_instance(database_url, llm_providers=providers, **LEASE) as first:
+            alice = await first.register("alice")
+            await set_model(database_url, alice, "brain", "loop", "m")
+            conversation_id = await talk_to_agent(alice)
+            await alice.send(conversation_id, "are you there?")
+            for _ in range(100):
+                if llm_server.fake.requests:
+                    break
+                await asyncio.sleep(0.05)
+            async with run_instance(database_url, llm_providers=providers, **LEASE):
+                await asyncio.sleep(5)  # 2.5 leases: the second process sweeps and recovers
+                task = await conn.fetchrow("SELECT status, attempts FROM agent_tasks")
+                assert dict(task) == {"status": "running", "attempts": 1}  # still the first's
+                assert len(llm_server.fake.requests) == 1
+        # the first process is gone (its task still "running"); a new one takes over
+        llm_server.fake.hang = False
+        async with run_instance(database_url, llm_providers=providers, **LEASE) as second:
+            login = await second.client.post(
+                "/v1/auth/login", json={"username": "alice", "password": "correct horse battery"}
+            )
+            alice.instance, alice.token = second, login.json()["access_token"]
+            [reply] = await wait_for_reply(alice, conversation_id)
+            assert reply["content"] == "echo: are you there?"
+            await asyncio.sleep(1)
+            answers = await conn.fetchval(
+                "SELECT count(*) FROM messages WHERE sender_type = 'own_agent'"
+            )
+        task = await conn.fetchrow("SELECT status, attempts FROM agent_tasks")
+    finally:
+        await conn.close()
+    assert answers == 1
+    assert dict(task) == {"status": "done", "attempts": 2}

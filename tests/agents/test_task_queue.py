@@ -32,6 +32,8 @@ pytestmark = pytest.mark.skipif(
     not reachable(NATS_URL), reason="needs the local NATS with JetStream (4222); .ci/run starts it"
 )
 
+LEASE = {"agent_task_lease_seconds": 2.0}  # a crashed process's task is retried quickly
+
 
 async def jetstream_state(settings: dict[str, Any]) -> tuple[Any, Any]:
     """``(StreamInfo, ConsumerInfo)`` of the queue named in ``settings``."""
@@ -268,7 +270,9 @@ async def test_an_interrupted_task_is_retried_after_a_restart_with_nats(
     providers = {"loop": {"base_url": llm_server.base_url, "wire": "openai"}}
     llm_server.fake.hang = True
     async with nats_task_queue() as queue_settings:
-        async with run_instance(database_url, llm_providers=providers, **queue_settings) as a:
+        async with run_instance(
+            database_url, llm_providers=providers, **queue_settings, **LEASE
+        ) as a:
             alice = await a.register("alice")
             await set_model(database_url, alice, "brain", "loop", "m")
             conversation_id = await talk_to_agent(alice)
@@ -279,7 +283,9 @@ async def test_an_interrupted_task_is_retried_after_a_restart_with_nats(
                 await asyncio.sleep(0.05)
             assert llm_server.fake.requests, "the provider was never called"
         llm_server.fake.hang = False
-        async with run_instance(database_url, llm_providers=providers, **queue_settings) as a:
+        async with run_instance(
+            database_url, llm_providers=providers, **queue_settings, **LEASE
+        ) as a:
             login = await a.client.post(
                 "/v1/auth/login", json={"username": "alice", "password": "correct horse battery"}
             )
