@@ -11,6 +11,9 @@ format that answers at once (so the figures are Confer's own overhead, not a mod
    stored answer (p50/p99).
 3. Context assembly: ``GET …/agent-context`` with 300 memories, 100 knowledge entries and
    400 messages of history (p50/p99).
+4. With ``--nats`` (the local NATS with JetStream): the offline round trip and answers per
+   second again, tasks dispatched through the JetStream work queue instead of PostgreSQL
+   NOTIFY.
 
 Clients and server share one process and one event loop: compare the figures with each
 other and across commits, not with a dedicated deployment.
@@ -36,7 +39,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.agents.llmserver import FakeLLM  # noqa: E402  (a real loopback provider)
-from tests.gateway.harness import Instance, User, free_port, run_instance, serve  # noqa: E402
+from tests.gateway.harness import (  # noqa: E402
+    Instance,
+    User,
+    free_port,
+    nats_task_queue,
+    run_instance,
+    serve,
+)
 
 ADMIN_DSN = os.environ.get(
     "CONFER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -115,7 +125,7 @@ async def round_trips(user: User, rounds: int) -> tuple[list[float], list[float]
     return firsts, answers
 
 
-async def offline_path(instance: Instance, rounds: int, users: int) -> None:
+async def offline_path(instance: Instance, rounds: int, users: int, label: str = "") -> None:
     alice = await instance.register("alice")
     await alice.request(
         "POST",
@@ -123,7 +133,7 @@ async def offline_path(instance: Instance, rounds: int, users: int) -> None:
         json={"type": "fact", "content": "My list: ship the agent benchmark, then rest."},
     )
     _, answers = await round_trips(alice, rounds)
-    report("offline provider: POST → stored answer on WS", answers)
+    report(f"offline provider{label}: POST → stored answer on WS", answers)
 
     people = [await instance.register(f"user{i}") for i in range(users)]
     per_user = max(1, rounds // 4)
@@ -131,7 +141,7 @@ async def offline_path(instance: Instance, rounds: int, users: int) -> None:
     await asyncio.gather(*(round_trips(p, per_user) for p in people))
     elapsed = time.perf_counter() - started
     print(
-        f"offline provider, {users} users at once: "
+        f"offline provider{label}, {users} users at once: "
         f"{users * per_user / elapsed:.1f} answers/s ({users * per_user} answers)"
     )
 
@@ -211,6 +221,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--users", type=int, default=8)
+    parser.add_argument("--nats", action="store_true", help="also through the NATS task queue")
     args = parser.parse_args()
     logging.disable(logging.INFO)  # request logs would drown the figures
     async with scratch_database() as url:
@@ -219,6 +230,10 @@ async def main() -> None:
             await assembly(instance, max(10, args.rounds // 2))
     async with scratch_database() as url:
         await openai_path(url, args.rounds)
+    if args.nats:
+        async with nats_task_queue() as queue, scratch_database() as url:
+            async with run_instance(url, rate_limit_register_ip="1000/hour", **queue) as instance:
+                await offline_path(instance, args.rounds, args.users, " (NATS queue)")
     print(f"(one process on {os.cpu_count()} cores; percentiles by rank)")
 
 
