@@ -171,7 +171,7 @@ async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Messag
     """Queue the agent's stored answer in the outbox for every peer of its conversation
     (signed A2A ``SendMessage`` on delivery); returns how many peers. Inside the transaction
     that stored the answer."""
-    from gateway.services.conversations import send_message_params  # avoids an import cycle
+    from gateway.services.conversations import params_for_peer  # avoids an import cycle
 
     participants = await conv_store.list_participants(conn, conversation_id=message.conversation_id)
     peers: list[dict[str, Any]] = [p for p in participants if p["participant_type"] == "peer_agent"]
@@ -183,6 +183,8 @@ async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Messag
             sender_did=agent.did,
             peer_id=p["peer_id"],
             message_id=message.id,
-            payload=send_message_params(message, sender_name=agent.name, recipient_did=p["did"]),
+            payload=await params_for_peer(
+                conn, message, sender_name=agent.name, peer_did=p["did"]
+            ),
         )
     return len(peers)

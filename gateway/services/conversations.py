@@ -38,6 +38,7 @@ from gateway.store import federation as federation_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
+from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import ConversationRow, Message, User
@@ -268,9 +269,19 @@ async def check_can_post(
 
 
 def send_message_params(
-    message: Message, *, sender_name: str | None, recipient_did: str
+    message: Message,
+    *,
+    sender_name: str | None,
+    recipient_did: str,
+    context_id: str | None = None,
+    in_reply_to: str | None = None,
 ) -> dict[str, Any]:
-    """A2A 1.0 ``SendMessageRequest`` params carrying ``message`` (A2A spec §4.5, §9)."""
+    """A2A 1.0 ``SendMessageRequest`` params carrying ``message`` (A2A spec §4.5, §9).
+
+    ``contextId`` is ``context_id`` (the one the peer uses for this conversation) or our
+    conversation id; ``metadata.confer.inReplyTo`` is ``in_reply_to`` or our own id of the
+    replied message.
+    """
     confer: dict[str, Any] = {
         "sender": message.sender_did,
         "recipient": recipient_did,
@@ -278,18 +289,42 @@ def send_message_params(
     }
     if sender_name:
         confer["senderName"] = sender_name
-    if message.in_reply_to:
-        confer["inReplyTo"] = message.in_reply_to
+    if in_reply_to or message.in_reply_to:
+        confer["inReplyTo"] = in_reply_to or message.in_reply_to
     return {
         "message": {
             "messageId": message.id,
-            "contextId": message.conversation_id,
+            "contextId": context_id or message.conversation_id,
             "role": "ROLE_USER",
             "parts": [{"text": message.content or ""}],
             "metadata": {"confer": confer},
         },
         "configuration": {"returnImmediately": True},
     }
+
+
+async def params_for_peer(
+    conn: asyncpg.Connection, message: Message, *, sender_name: str | None, peer_did: str
+) -> dict[str, Any]:
+    """:func:`send_message_params` in the peer's own terms, so its answer threads: the
+    ``contextId`` the peer used when it last wrote into this conversation (A2A §3.4: the
+    context is the server's, reused by the client), and ``inReplyTo`` as the id the peer gave
+    the replied message when the peer sent it."""
+    context_id = await tasks_store.peer_context_id(
+        conn, conversation_id=message.conversation_id, caller=f"peer:{peer_did}"
+    )
+    in_reply_to = None
+    if message.in_reply_to:
+        in_reply_to = await federation_store.get_remote_id(
+            conn, message_id=message.in_reply_to, origin_did=peer_did
+        )
+    return send_message_params(
+        message,
+        sender_name=sender_name,
+        recipient_did=peer_did,
+        context_id=context_id,
+        in_reply_to=in_reply_to,
+    )
 
 
 async def post_message(
@@ -398,8 +433,8 @@ async def store_user_message(
             sender_did=user.did,
             peer_id=p["peer_id"],
             message_id=message.id,
-            payload=send_message_params(
-                message, sender_name=user.display_name or user.username, recipient_did=p["did"]
+            payload=await params_for_peer(
+                conn, message, sender_name=user.display_name or user.username, peer_did=p["did"]
             ),
         )
     local_users = [p["user_id"] for p in participants if p["user_id"]]

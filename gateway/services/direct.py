@@ -4,20 +4,36 @@ from __future__ import annotations
 
 import asyncpg
 
+from gateway.ids import is_ulid
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
 
 
-async def peer_conversation(conn: asyncpg.Connection, recipient: Recipient, peer_id: str) -> str:
-    """The recipient's direct conversation with the peer (created on first contact)."""
+async def peer_conversation(
+    conn: asyncpg.Connection, recipient: Recipient, peer_id: str, context_id: str | None = None
+) -> str:
+    """The conversation a peer's message goes into: the one its ``contextId`` names when that
+    is a conversation of ours in which both the recipient and the peer take part (our answer
+    to a message we sent; A2A §3.4 contexts), else the recipient's direct conversation with
+    the peer (for a user, one they opened themselves as ``direct_user_user`` or
+    ``direct_user_agent``), created on first contact."""
     owner_id, agent_id = recipient.user_id, recipient.agent_id
+    if context_id and is_ulid(context_id):
+        if await conv_store.both_take_part(
+            conn,
+            conversation_id=context_id,
+            member=("own_agent", agent_id) if agent_id else ("user", owner_id),
+            peer_id=peer_id,
+        ):
+            return context_id
     type_ = "direct_agent_agent" if agent_id else "direct_user_user"
     await conv_store.lock_direct_pair(conn, f"{type_}:{owner_id}:peer_agent:{peer_id}")
-    existing = await conv_store.find_direct_conversation(
-        conn, type=type_, user_id=owner_id, other=("peer_agent", peer_id)
-    )
-    if existing is not None:
-        return existing.id
+    for candidate in (type_,) if agent_id else (type_, "direct_user_agent"):
+        existing = await conv_store.find_direct_conversation(
+            conn, type=candidate, user_id=owner_id, other=("peer_agent", peer_id)
+        )
+        if existing is not None:
+            return existing.id
     conversation = await conv_store.insert_conversation(
         conn, type=type_, name=None, created_by=owner_id
     )

@@ -21,7 +21,7 @@ from gateway.errors import (
     PeerBlockedError,
     RecipientNotFoundError,
 )
-from gateway.ids import new_id
+from gateway.ids import is_ulid, new_id
 from gateway.services import consent, key_consent, policy
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
@@ -136,7 +136,7 @@ async def receive_message(
         request: tuple[PermissionRow, Message] | None = None
         pushes: list[tuple[list[str], Message]] = []
         if verdict is None or verdict.effect == "allow":
-            message, notify = await _store_message(conn, caller, recipient, text)
+            message, notify = await _store_message(conn, caller, recipient, params, text)
             await federation_store.insert_inbox(
                 conn, origin_did=caller.origin, remote_message_id=remote_id, message_id=message.id
             )
@@ -229,7 +229,9 @@ async def _hold_for_consent(
     if caller.peer is None:
         return await _hold_for_key_consent(state, conn, caller, recipient, params, text, verdict)
     peer = caller.peer.peer
-    conversation_id = await peer_conversation(conn, recipient, peer.id)
+    conversation_id = await peer_conversation(
+        conn, recipient, peer.id, params.message.contextId
+    )
     await peers_store.upsert_contact(
         conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
     )
@@ -360,12 +362,23 @@ async def _open_task(
 
 
 async def _store_message(
-    conn: asyncpg.Connection, caller: A2ACaller, recipient: Recipient, text: str
+    conn: asyncpg.Connection,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
 ) -> tuple[Message, list[str]]:
-    """Insert the message in the right conversation; returns it and the local users to notify."""
+    """Insert the message in the right conversation (the ``contextId``'s when it names one of
+    ours with this peer, see :func:`peer_conversation`), as a reply when
+    ``metadata.confer.inReplyTo`` names a message of it; returns it and the local users to
+    notify."""
+    in_reply_to = None
     if caller.peer is not None:
         peer = caller.peer.peer
-        conversation_id = await peer_conversation(conn, recipient, peer.id)
+        conversation_id = await peer_conversation(
+            conn, recipient, peer.id, params.message.contextId
+        )
+        in_reply_to = await _local_reply_target(conn, params, peer.did, conversation_id)
         sender: dict[str, Any] = {
             "sender_type": "peer_agent",
             "sender_id": peer.id,
@@ -389,7 +402,29 @@ async def _store_message(
         conversation_id=conversation_id,
         content=text,
         via=None if caller.peer else "api",
+        in_reply_to=in_reply_to,
         **sender,
     )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify
+
+
+async def _local_reply_target(
+    conn: asyncpg.Connection, params: SendMessageParams, peer_did: str, conversation_id: str
+) -> str | None:
+    """Our id of the message ``metadata.confer.inReplyTo`` answers, when it is in the
+    conversation: one of ours (the peer names it by our id) or one the peer sent us earlier
+    (named by its own id, found in the inbox); else None (the reply stands alone)."""
+    confer = (params.message.metadata or {}).get("confer")
+    named = confer.get("inReplyTo") if isinstance(confer, dict) else None
+    if not isinstance(named, str) or not is_ulid(named):
+        return None
+    for candidate in (
+        named,
+        await federation_store.get_inbox(conn, origin_did=peer_did, remote_message_id=named),
+    ):
+        if candidate and await messages_store.message_in_conversation(
+            conn, message_id=candidate, conversation_id=conversation_id
+        ):
+            return candidate
+    return None

@@ -77,6 +77,26 @@ async def find_direct_conversation(
     return ConversationRow.model_validate(dict(record)) if record else None
 
 
+async def both_take_part(
+    conn: asyncpg.Connection, *, conversation_id: str, member: ParticipantRef, peer_id: str
+) -> bool:
+    """True when ``member`` (a local user or agent) and the peer both take part in the
+    conversation."""
+    column = _COLUMN[member[0]]
+    return bool(
+        await conn.fetchval(
+            f"""SELECT EXISTS (SELECT 1 FROM conversation_participants a
+                  JOIN conversation_participants b ON b.conversation_id = a.conversation_id
+                  WHERE a.conversation_id = $1 AND a.participant_type = $2 AND a.{column} = $3
+                    AND b.participant_type = 'peer_agent' AND b.peer_id = $4)""",
+            conversation_id,
+            member[0],
+            member[1],
+            peer_id,
+        )
+    )
+
+
 async def get_conversation_for_user(
     conn: asyncpg.Connection, *, conversation_id: str, user_id: str
 ) -> ConversationRow | None:

@@ -150,6 +150,19 @@ async def get_inbox(
     return value  # type: ignore[no-any-return]
 
 
+async def get_remote_id(
+    conn: asyncpg.Connection, *, message_id: str, origin_did: str
+) -> str | None:
+    """The id ``origin_did`` gave our message ``message_id`` when it sent it to us, or None."""
+    value = await conn.fetchval(
+        """SELECT remote_message_id FROM federation_inbox
+           WHERE message_id = $1 AND origin_did = $2""",
+        message_id,
+        origin_did,
+    )
+    return value  # type: ignore[no-any-return]
+
+
 async def insert_inbox(
     conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str, message_id: str
 ) -> None:

@@ -123,6 +123,20 @@ async def get_task_by_permission(conn: asyncpg.Connection, *, permission_id: str
     return _task(record) if record else None
 
 
+async def peer_context_id(
+    conn: asyncpg.Connection, *, conversation_id: str, caller: str
+) -> str | None:
+    """The ``contextId`` the caller used in its latest message delivered into
+    ``conversation_id``, or None when it never wrote there."""
+    value = await conn.fetchval(
+        """SELECT t.context_id FROM a2a_tasks t JOIN messages m ON m.id = t.message_id
+           WHERE t.caller = $2 AND m.conversation_id = $1 ORDER BY t.id DESC LIMIT 1""",
+        conversation_id,
+        caller,
+    )
+    return value  # type: ignore[no-any-return]
+
+
 HELD_FOR_OWNER = {"confer": {"heldUntilOwnerReturns": True}}
 """``metadata`` of a task delivered while its owner was offline (the agent answers later)."""
 

@@ -237,3 +237,33 @@ async def test_the_sweep_releases_requests_held_while_the_owner_connected(pair) 
     assert await agent_tasks(b) == ["done"]
     [task] = await rows(b, "SELECT state FROM a2a_tasks")
     assert task["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_the_peer_agents_answer_threads_into_the_askers_conversation(pair) -> None:
+    """alice@A opens a ``direct_user_agent`` conversation with bob's agent@B and asks; the
+    answer comes back into that conversation (its contextId), as a reply to her question."""
+    a, b = pair
+    alice, bob, _ = await setup(a, b, allow=True, offline_ok=True)
+    opened = await alice.request(
+        "POST",
+        "/v1/conversations",
+        json={"type": "direct_user_agent", "participant_did": bob.profile["agent_did"]},
+    )
+    assert opened.status_code in (200, 201), opened.text
+    conversation_id = opened.json()["id"]
+    async with alice.websocket() as alice_ws:
+        question = await alice.send(conversation_id, "Which release is next?")
+        answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+    assert answer["conversation_id"] == conversation_id
+    assert answer["in_reply_to"] == question["id"]
+    # and a follow-up from alice reaches the same conversation on B, threaded there too
+    async with bob.websocket() as bob_ws:
+        follow = await alice.send(conversation_id, "And after that?")
+        seen = (await next_event(bob_ws, "message.created"))["data"]
+        while seen["content"] != "And after that?":
+            seen = (await next_event(bob_ws, "message.created"))["data"]
+    [first] = await rows(
+        b, "SELECT conversation_id FROM messages WHERE content = $1", "Which release is next?"
+    )
+    assert seen["conversation_id"] == first["conversation_id"]
+    assert follow["id"] != seen["id"]
