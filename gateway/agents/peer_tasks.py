@@ -183,8 +183,6 @@ async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Messag
             sender_did=agent.did,
             peer_id=p["peer_id"],
             message_id=message.id,
-            payload=await params_for_peer(
-                conn, message, sender_name=agent.name, peer_did=p["did"]
-            ),
+            payload=await params_for_peer(conn, message, sender_name=agent.name, peer_did=p["did"]),
         )
     return len(peers)

@@ -24,7 +24,9 @@ def build_ephemeral(settings: Settings) -> EphemeralStore:
     if settings.redis_url:
         from gateway.realtime.redis_store import RedisEphemeralStore
 
-        return RedisEphemeralStore(settings.redis_url)
+        # a device's presence outlives its process by at most three session checks
+        ttl = max(15.0, 3 * settings.ws_session_check_seconds)
+        return RedisEphemeralStore(settings.redis_url, presence_ttl=ttl)
     return MemoryEphemeralStore()
 
 

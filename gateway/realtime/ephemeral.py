@@ -27,6 +27,11 @@ class EphemeralStore(ABC):
     async def device_offline(self, user_id: str, device: str) -> bool:
         """Forget a device; True when it was the user's last (the user went offline)."""
 
+    async def device_alive(self, user_id: str, device: str) -> None:
+        """The device is still connected: renew its presence lease (stores whose entries can
+        outlive a crashed process expire them; the in-memory store needs nothing)."""
+        return None
+
     @abstractmethod
     async def user_online(self, user_id: str) -> bool:
         """True while at least one device of the user is connected to any gateway process."""

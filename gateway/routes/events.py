@@ -133,7 +133,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         await release_waiting(state.pool, state.clock, auth.user.id, state.task_events)
     ready = {"user_id": auth.user.id, "did": auth.user.did}
     running = asyncio.create_task(session.run(ready, resume))
-    watchdog = asyncio.create_task(_watch_session(websocket, state, auth))
+    watchdog = asyncio.create_task(_watch_session(websocket, state, auth, device))
     try:
         await asyncio.wait((running, watchdog), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -143,11 +143,16 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         await presence.device_disconnected(state, auth.user, device)
 
 
-async def _watch_session(websocket: WebSocket, state: AppState, auth: Authenticated) -> None:
+async def _watch_session(
+    websocket: WebSocket, state: AppState, auth: Authenticated, device: str
+) -> None:
     """Close the socket with 4001 once its device session has ended (logout, revocation,
-    expiry, a disabled or deleted account): checked every ``ws_session_check_seconds``."""
+    expiry, a disabled or deleted account): checked every ``ws_session_check_seconds``, which
+    also renews the device's presence lease."""
     while True:
         await asyncio.sleep(state.settings.ws_session_check_seconds)
+        with contextlib.suppress(Exception):  # presence is best effort; the check is not
+            await state.hub.ephemeral.device_alive(auth.user.id, device)
         if not await state.accounts.session_alive(auth):
             with contextlib.suppress(Exception):
                 await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="session ended")

@@ -229,9 +229,7 @@ async def _hold_for_consent(
     if caller.peer is None:
         return await _hold_for_key_consent(state, conn, caller, recipient, params, text, verdict)
     peer = caller.peer.peer
-    conversation_id = await peer_conversation(
-        conn, recipient, peer.id, params.message.contextId
-    )
+    conversation_id = await peer_conversation(conn, recipient, peer.id, params.message.contextId)
     await peers_store.upsert_contact(
         conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
     )

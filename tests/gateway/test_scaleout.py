@@ -242,3 +242,33 @@ async def test_ephemeral_store_slots_and_presence_transitions(backend: str) -> N
         assert not await store.device_offline(user, "d0")
     finally:
         await store.close()
+
+
+@pytest.mark.redis
+async def test_a_crashed_processs_devices_leave_redis_presence() -> None:
+    """A process killed without saying goodbye leaves its devices in ``presence:{user}``;
+    their leases run out, so the user is offline again and the next device is the first."""
+    from gateway.ids import new_id
+    from gateway.realtime.redis_store import RedisEphemeralStore
+
+    crashed = RedisEphemeralStore(REDIS_URL, presence_ttl=1.0)
+    survivor = RedisEphemeralStore(REDIS_URL, presence_ttl=1.0)
+    user = new_id()
+    try:
+        assert await crashed.device_online(user, "ghost")
+        assert await survivor.user_online(user)
+        await asyncio.sleep(1.3)  # the ghost's lease runs out; nobody renewed it
+        assert not await survivor.user_online(user)
+        assert await survivor.device_online(user, "phone")  # the first device again
+        for _ in range(4):  # a live device renews its lease and stays
+            await asyncio.sleep(0.4)
+            await survivor.device_alive(user, "phone")
+        assert await survivor.user_online(user)
+        assert not await survivor.device_online(user, "laptop")  # not the first
+        await asyncio.sleep(1.3)  # the laptop's process dies; the phone says goodbye
+        await survivor.device_alive(user, "phone")
+        assert await survivor.device_offline(user, "phone")  # the last live one: offline
+        assert not await survivor.user_online(user)
+    finally:
+        await crashed.close()
+        await survivor.close()
