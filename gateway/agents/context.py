@@ -137,12 +137,15 @@ async def assemble(
     history_budget: int,
     record_use: bool,
     for_owner: bool = True,
+    until: str | None = None,
 ) -> Assembly:
     """Build the context the agent's ``brain`` model sees for ``conversation_id``.
 
     ``for_owner`` False (the agent answers someone else: another member of a group, a peer)
     leaves out the owner's private parts — memories and ambient context — whatever the budget;
-    knowledge still enters (the owner shares it per agent with ``allowed_agents``).
+    knowledge still enters (the owner shares it per agent with ``allowed_agents``). With
+    ``until`` (the message being answered) the history stops at that message, so it is the
+    last turn even when others spoke after it.
 
     With ``record_use`` the memories that went in get ``uses + 1`` and ``last_used_at = now``
     (the inspect endpoint passes False: looking must not count as using).
@@ -159,7 +162,7 @@ async def assemble(
     ]
     left = budget - sum(p.tokens for p in head) - summary.tokens
     history, turns, kept = await _history(
-        conn, agent, owner, conversation_id, min(history_budget, left)
+        conn, agent, owner, conversation_id, min(history_budget, left), until
     )
     references, memories, knowledge = await _references(
         conn, agent, owner, now, left - history.tokens, for_owner
@@ -173,10 +176,17 @@ async def assemble(
 
 
 async def _history(
-    conn: asyncpg.Connection, agent: Agent, owner: User, conversation_id: str, budget: int
+    conn: asyncpg.Connection,
+    agent: Agent,
+    owner: User,
+    conversation_id: str,
+    budget: int,
+    until: str | None = None,
 ) -> tuple[ContextPart, list[ChatTurn], list[dict[str, Any]]]:
-    """Step 6: the newest non-compacted messages that fit ``budget``."""
+    """Step 6: the newest non-compacted messages (up to ``until``) that fit ``budget``."""
     history = await store.list_history(conn, conversation_id=conversation_id)
+    if until is not None:  # ULIDs sort by time: later messages are not part of the question
+        history = [m for m in history if m["id"] <= until]
     older, kept = split_history(history, owner, max(budget, 0), agent.id)
     turns = [_turn(m, owner, agent.id) for m in kept]
     part = _part(

@@ -73,6 +73,7 @@ class AgentRuntime:
         conversation_id: str,
         use: bool,
         for_owner: bool = True,
+        until: str | None = None,
     ) -> Assembly:
         return await assemble(
             conn,
@@ -84,6 +85,7 @@ class AgentRuntime:
             history_budget=self._settings.agent_history_tokens,
             record_use=use,
             for_owner=for_owner,
+            until=until,
         )
 
     async def inspect(
@@ -121,7 +123,13 @@ class AgentRuntime:
             )
             async with conn.transaction():
                 assembly = await self._assemble(
-                    conn, agent, owner, task["conversation_id"], True, for_owner
+                    conn,
+                    agent,
+                    owner,
+                    task["conversation_id"],
+                    True,
+                    for_owner,
+                    until=task["trigger_message_id"],
                 )
             members = await _local_users(conn, task["conversation_id"])
         brain = agent.model_config_.brain

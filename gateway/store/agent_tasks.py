@@ -256,13 +256,16 @@ async def insert_agent_message(
 async def get_addressed_agent(
     conn: asyncpg.Connection, *, conversation_id: str, sender_user_id: str
 ) -> str | None:
-    """The sender's own agent when the conversation is ``direct_user_agent`` with it, else None."""
+    """The agent of a ``direct_user_agent`` conversation when it answers the sender: the
+    sender's own agent, or another user's public agent (whose owner is active); else None."""
     value = await conn.fetchval(
-        """SELECT a.id FROM conversations c
+        f"""SELECT a.id FROM conversations c
            JOIN conversation_participants p
              ON p.conversation_id = c.id AND p.participant_type = 'own_agent'
-           JOIN agents a ON a.id = p.agent_id AND a.user_id = $2
-           WHERE c.id = $1 AND c.type = 'direct_user_agent' LIMIT 1""",
+           JOIN agents a ON a.id = p.agent_id
+           WHERE c.id = $1 AND c.type = 'direct_user_agent'
+             AND (a.user_id = $2 OR (a.is_public AND {ACTIVE_OWNER.format(user_id="a.user_id")}))
+           ORDER BY (a.user_id = $2) DESC LIMIT 1""",
         conversation_id,
         sender_user_id,
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.agents.helpers import agent_id
+from tests.agents.conftest import LLMServer
+from tests.agents.helpers import agent_id, set_model
 from tests.gateway.harness import Instance, User, next_event, run_instance
 
 
@@ -166,3 +167,66 @@ async def test_a_public_agent_keeps_its_owners_memories_from_others(database_url
         parts = {p["name"]: p for p in own.json()["parts"]}
         assert parts["memories"]["items"] == [remembered.json()["id"]]
         assert len(parts["ambient"]["items"]) == 1
+
+
+async def test_a_public_agent_answers_another_user_directly(database_url: str) -> None:
+    """bob talks to alice's public agent in a direct conversation: it answers him, without
+    alice's memories; once alice makes it private again, it stays silent."""
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        await alice.request("PATCH", "/v1/agents/me", json={"is_public": True})
+        await alice.request(
+            "POST",
+            f"/v1/agents/{agent_id(alice)}/memories",
+            json={"type": "fact", "content": "The demo deploys every Friday", "importance": 9},
+        )
+        opened = await bob.request(
+            "POST",
+            "/v1/conversations",
+            json={"type": "direct_user_agent", "participant_did": alice.profile["agent_did"]},
+        )
+        assert opened.status_code == 201, opened.text
+        cid = opened.json()["id"]
+        await post(bob, cid, "when does the demo deploy?")
+        await settled(instance)
+        [answer] = await agent_messages(bob, cid)
+        assert answer["sender_id"] == agent_id(alice)
+        assert "Friday" not in answer["content"]
+        await alice.request("PATCH", "/v1/agents/me", json={"is_public": False})
+        await post(bob, cid, "still there?")
+        await settled(instance)
+        assert len(await agent_messages(bob, cid)) == 1
+
+
+async def test_each_addressed_agent_answers_the_message_not_the_answer_before_it(
+    database_url: str, llm_server: LLMServer
+) -> None:
+    """Two agents addressed at once answer one after the other; the second one's last turn is
+    still the question (later messages are not part of it), not the first one's answer."""
+    providers = {"loop": {"base_url": llm_server.base_url, "wire": "openai"}}
+    async with run_instance(database_url, llm_providers=providers) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        await rename_agent(alice, "Ada")
+        await rename_agent(bob, "Bard")
+        for user in (alice, bob):
+            await set_model(database_url, user, "brain", "loop", "m")
+        await bob.request("PATCH", "/v1/agents/me", json={"is_public": True})
+        group = await alice.request(
+            "POST",
+            "/v1/conversations",
+            json={
+                "type": "group",
+                "participant_dids": [bob.did, alice.profile["agent_did"], bob.profile["agent_did"]],
+            },
+        )
+        cid = group.json()["id"]
+        await post(alice, cid, "@Ada and @Bard: status?")
+        await settled(instance)
+        answers = await agent_messages(alice, cid)
+    assert len(answers) == 2
+    for answer in answers:  # the echo of the question, never an echo of the other's echo
+        assert answer["content"].startswith("echo: ")
+        assert answer["content"].count("echo:") == 1, answer["content"]
+        assert answer["content"].endswith("@Ada and @Bard: status?"), answer["content"]
