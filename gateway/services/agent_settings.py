@@ -74,6 +74,13 @@ def agent_changes(
     for field, value in changes.items():
         if value is None and field in ("primary_language", "style", "is_public"):
             raise FieldInvalidError(["body", field], "may not be null")
+    for field, alias in (
+        ("model_config_", "model_config"),
+        ("policies", "policies"),
+        ("capabilities", "capabilities"),
+    ):
+        if field in data.model_fields_set and getattr(data, field) is None:
+            raise FieldInvalidError(["body", alias], "may not be null")
     if data.model_config_ is not None:
         merged = agent.model_config_.model_dump()
         for job in data.model_config_.model_fields_set:

@@ -138,6 +138,9 @@ async def test_get_and_patch_my_agent(instance: Instance) -> None:
         ({"capabilities": [{"type": "qa"}]}, ["body", "capabilities", 0, "scope"]),
         ({"is_public": "yes please"}, ["body", "is_public"]),
         ({"owner": "me"}, ["body", "owner"]),
+        ({"model_config": None}, ["body", "model_config"]),
+        ({"policies": None}, ["body", "policies"]),
+        ({"capabilities": None}, ["body", "capabilities"]),
     ],
 )
 async def test_invalid_agent_fields_are_422_naming_the_field(

@@ -72,6 +72,7 @@ INVALID = [
     {"content_type": "citation", "content": "see"},
     {"content_type": "system_notice", "content": "I am the server"},
     {"content_type": "poem", "content": "x"},
+    {"content_type": "text", "content": "x", "language": "!!"},
 ]
 
 
