@@ -89,8 +89,8 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         if change[0] == "edit":
             text = message_text(params.message, ctx.state.settings.max_message_chars)
         federation.check_sender(ctx.caller, params)
-        await _recipient(ctx, params)
-        return await federated_changes.apply_change(ctx.state, ctx.caller, params, text)
+        recipient = await _recipient(ctx, params)
+        return await federated_changes.apply_change(ctx.state, ctx.caller, recipient, params, text)
     task, _ = await _send(ctx, raw)
     return {"task": task_json(task)}
 

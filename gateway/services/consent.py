@@ -281,6 +281,7 @@ async def _settle(
             origin_did=peer.did,
             remote_message_id=task.remote_message_id or delivered.id,
             message_id=delivered.id,
+            recipient_did=await tasks_store.recipient_did(conn, task),
         )
         messages.append(delivered)
         delivered_id = delivered.id

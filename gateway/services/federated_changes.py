@@ -25,6 +25,7 @@ from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub, Outgoing
 from gateway.services import unread
+from gateway.services.tasks import Recipient
 from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
@@ -118,7 +119,7 @@ class _Applied:
 
 
 async def apply_change(
-    state: AppState, caller: A2ACaller, params: SendMessageParams, text: str
+    state: AppState, caller: A2ACaller, recipient: Recipient, params: SendMessageParams, text: str
 ) -> dict[str, Any]:
     """Apply a peer's edit or delete to the stored copy — or to its message still held for the
     owner's consent (an edit replaces the held text; a delete withdraws the request and erases
@@ -133,7 +134,7 @@ async def apply_change(
         raise InvalidParamsError("Invalid params: edits and deletes travel between instances")
     async with state.pool.acquire() as conn, conn.transaction():
         done = _Applied()
-        message = await _own_copy(conn, caller, change["messageId"])
+        message = await _own_copy(conn, caller, recipient, change["messageId"])
         if message is not None:
             done.message_id = message.id
             if kind == "edit":
@@ -143,7 +144,9 @@ async def apply_change(
                 done.outgoing.append(await _delete(conn, state.hub, message))
                 done.invalidate.append(message.conversation_id)
         else:
-            await _change_held(conn, state, caller, kind, change["messageId"], text, done)
+            await _change_held(
+                conn, state, caller, recipient, kind, change["messageId"], text, done
+            )
         await _audit(conn, caller, kind, change["messageId"], done)
     for conversation_id in done.invalidate:
         await unread.invalidate(state.hub.ephemeral, conversation_id)
@@ -183,6 +186,7 @@ async def _change_held(
     conn: asyncpg.Connection,
     state: AppState,
     caller: A2ACaller,
+    recipient: Recipient,
     kind: str,
     remote_id: str,
     text: str,
@@ -190,7 +194,11 @@ async def _change_held(
 ) -> None:
     """Edit or withdraw the caller's message ``remote_id`` while it waits for consent."""
     task = await tasks_store.get_task_by_remote(
-        conn, caller=caller.ref, remote_message_id=remote_id
+        conn,
+        caller=caller.ref,
+        remote_message_id=remote_id,
+        user_id=recipient.user_id,
+        agent_id=recipient.agent_id,
     )
     if task is None or task.state != "TASK_STATE_AUTH_REQUIRED" or not task.permission_id:
         return
@@ -236,11 +244,14 @@ async def _change_held(
         done.invalidate.append(withdrawn.conversation_id)
 
 
-async def _own_copy(conn: asyncpg.Connection, caller: A2ACaller, remote_id: str) -> Message | None:
-    """Our copy of the caller's message ``remote_id``, row-locked; None if we have none."""
+async def _own_copy(
+    conn: asyncpg.Connection, caller: A2ACaller, recipient: Recipient, remote_id: str
+) -> Message | None:
+    """Our copy, for ``recipient``, of the caller's message ``remote_id``, row-locked; None if
+    we have none (each recipient of a group message has its own copy and gets the change)."""
     assert caller.peer is not None
     local_id = await federation_store.get_inbox(
-        conn, origin_did=caller.origin, remote_message_id=remote_id
+        conn, origin_did=caller.origin, remote_message_id=remote_id, recipient_did=recipient.did
     )
     message = await messages_store.get_message(conn, id=local_id) if local_id else None
     if message is None or message.sender_did != caller.peer.peer.did:

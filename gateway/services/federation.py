@@ -129,7 +129,7 @@ async def receive_message(
     remote_id = params.message.messageId
     async with state.agent_queue.after_commit(), state.pool.acquire() as conn, conn.transaction():
         await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
-        existing = await _retried(conn, caller, remote_id)
+        existing = await _retried(conn, caller, recipient, remote_id)
         if existing is not None:
             return existing, False
         verdict = await _verdict(conn, caller, recipient, params, text)
@@ -138,7 +138,11 @@ async def receive_message(
         if verdict is None or verdict.effect == "allow":
             message, notify = await _store_message(conn, caller, recipient, params, text)
             await federation_store.insert_inbox(
-                conn, origin_did=caller.origin, remote_message_id=remote_id, message_id=message.id
+                conn,
+                origin_did=caller.origin,
+                remote_message_id=remote_id,
+                message_id=message.id,
+                recipient_did=recipient.did,
             )
             held = False
             if caller.peer is not None and recipient.agent_id is not None:
@@ -169,14 +173,22 @@ async def receive_message(
     return task, True
 
 
-async def _retried(conn: asyncpg.Connection, caller: A2ACaller, remote_id: str) -> TaskRow | None:
+async def _retried(
+    conn: asyncpg.Connection, caller: A2ACaller, recipient: Recipient, remote_id: str
+) -> TaskRow | None:
+    """The task of an earlier delivery of ``remote_id`` to this recipient (a retry), or None.
+    The same id to another recipient is another delivery (a group's copies)."""
     task = await tasks_store.get_task_by_remote(
-        conn, caller=caller.ref, remote_message_id=remote_id
+        conn,
+        caller=caller.ref,
+        remote_message_id=remote_id,
+        user_id=recipient.user_id,
+        agent_id=recipient.agent_id,
     )
     if task is not None:
         return task
     existing = await federation_store.get_inbox(
-        conn, origin_did=caller.origin, remote_message_id=remote_id
+        conn, origin_did=caller.origin, remote_message_id=remote_id, recipient_did=recipient.did
     )
     return await tasks_store.get_task_by_message(conn, message_id=existing) if existing else None
 
@@ -376,7 +388,9 @@ async def _store_message(
         conversation_id = await peer_conversation(
             conn, recipient, peer.id, params.message.contextId
         )
-        in_reply_to = await _local_reply_target(conn, params, peer.did, conversation_id)
+        in_reply_to = await _local_reply_target(
+            conn, params, peer.did, recipient.did, conversation_id
+        )
         sender: dict[str, Any] = {
             "sender_type": "peer_agent",
             "sender_id": peer.id,
@@ -408,7 +422,11 @@ async def _store_message(
 
 
 async def _local_reply_target(
-    conn: asyncpg.Connection, params: SendMessageParams, peer_did: str, conversation_id: str
+    conn: asyncpg.Connection,
+    params: SendMessageParams,
+    peer_did: str,
+    recipient_did: str,
+    conversation_id: str,
 ) -> str | None:
     """Our id of the message ``metadata.confer.inReplyTo`` answers, when it is in the
     conversation: one of ours (the peer names it by our id) or one the peer sent us earlier
@@ -419,7 +437,9 @@ async def _local_reply_target(
         return None
     for candidate in (
         named,
-        await federation_store.get_inbox(conn, origin_did=peer_did, remote_message_id=named),
+        await federation_store.get_inbox(
+            conn, origin_did=peer_did, remote_message_id=named, recipient_did=recipient_did
+        ),
     ):
         if candidate and await messages_store.message_in_conversation(
             conn, message_id=candidate, conversation_id=conversation_id

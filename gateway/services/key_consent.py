@@ -30,6 +30,7 @@ from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
+from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
 from models import Message, PermissionRow
@@ -188,6 +189,7 @@ async def _deliver_held(conn: asyncpg.Connection, scope: dict[str, Any], task: T
         origin_did=scope["caller"],
         remote_message_id=task.remote_message_id or delivered.id,
         message_id=delivered.id,
+        recipient_did=await tasks_store.recipient_did(conn, task),
     )
     return delivered
 

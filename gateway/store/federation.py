@@ -138,14 +138,16 @@ async def next_due_at(conn: asyncpg.Connection) -> datetime | None:
 
 
 async def get_inbox(
-    conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str
+    conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str, recipient_did: str
 ) -> str | None:
-    """Our message id for an inbound (origin, remote id) already accepted, or None."""
+    """Our message id for an inbound (origin, remote id) already accepted for
+    ``recipient_did`` (one copy per recipient: a group sends one id to several), or None."""
     value = await conn.fetchval(
         """SELECT message_id FROM federation_inbox
-           WHERE origin_did = $1 AND remote_message_id = $2""",
+           WHERE origin_did = $1 AND remote_message_id = $2 AND recipient_did = $3""",
         origin_did,
         remote_message_id,
+        recipient_did,
     )
     return value  # type: ignore[no-any-return]
 
@@ -164,15 +166,21 @@ async def get_remote_id(
 
 
 async def insert_inbox(
-    conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str, message_id: str
+    conn: asyncpg.Connection,
+    *,
+    origin_did: str,
+    remote_message_id: str,
+    message_id: str,
+    recipient_did: str,
 ) -> None:
-    """Remember that (origin, remote id) was stored as ``message_id``."""
+    """Remember that (origin, remote id) was stored for ``recipient_did`` as ``message_id``."""
     await conn.execute(
-        """INSERT INTO federation_inbox (origin_did, remote_message_id, message_id)
-           VALUES ($1, $2, $3)""",
+        """INSERT INTO federation_inbox (origin_did, remote_message_id, message_id, recipient_did)
+           VALUES ($1, $2, $3, $4)""",
         origin_did,
         remote_message_id,
         message_id,
+        recipient_did,
     )
 
 

@@ -96,13 +96,23 @@ async def get_task_by_id(conn: asyncpg.Connection, *, id: str) -> TaskRow | None
 
 
 async def get_task_by_remote(
-    conn: asyncpg.Connection, *, caller: str, remote_message_id: str
+    conn: asyncpg.Connection,
+    *,
+    caller: str,
+    remote_message_id: str,
+    user_id: str,
+    agent_id: str | None,
 ) -> TaskRow | None:
-    """The caller's task for its message ``remote_message_id`` (a retry), or None."""
+    """The caller's task for its message ``remote_message_id`` to this recipient (the user,
+    or their agent ``agent_id``): a retry; or None."""
     record = await conn.fetchrow(
-        f"SELECT {_COLUMNS} FROM a2a_tasks WHERE caller = $1 AND remote_message_id = $2",
+        f"""SELECT {_COLUMNS} FROM a2a_tasks
+            WHERE caller = $1 AND remote_message_id = $2 AND user_id = $3
+              AND agent_id IS NOT DISTINCT FROM $4""",
         caller,
         remote_message_id,
+        user_id,
+        agent_id,
     )
     return _task(record) if record else None
 
@@ -121,6 +131,17 @@ async def get_task_by_permission(conn: asyncpg.Connection, *, permission_id: str
         f"SELECT {_COLUMNS} FROM a2a_tasks WHERE permission_id = $1", permission_id
     )
     return _task(record) if record else None
+
+
+async def recipient_did(conn: asyncpg.Connection, task: TaskRow) -> str:
+    """The DID the task's request was addressed to: its agent's, else its user's."""
+    value = await conn.fetchval(
+        """SELECT COALESCE((SELECT did FROM agents WHERE id = $2),
+                           (SELECT did FROM users WHERE id = $1))""",
+        task.user_id,
+        task.agent_id,
+    )
+    return str(value)
 
 
 async def peer_context_id(
