@@ -26,8 +26,10 @@ from a2a.protocol import (
     message_text,
 )
 from gateway.a2a_callers import A2ACaller
+from gateway.errors import ValidationFailedError
 from gateway.services import federated_changes, federation
 from gateway.services import tasks as tasks_service
+from gateway.services.content import check_json
 from gateway.services.tasks import Recipient, status_update, task_json
 from gateway.state import AppState
 from gateway.store.tasks import TaskRow
@@ -46,6 +48,13 @@ class RpcContext:
 
 
 def _params(model: type[M], raw: Any) -> M:
+    """``raw`` as ``model``; InvalidParamsError (-32602) for a shape that does not fit, and
+    for text PostgreSQL cannot store anywhere in it (NUL, lone surrogates, non-finite
+    numbers), before anything is looked up or written."""
+    try:
+        check_json(raw, "params")
+    except ValidationFailedError as exc:
+        raise InvalidParamsError(f"Invalid params: {exc.detail}") from exc
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -240,3 +240,18 @@ async def test_contact_overrides_deny_without_asking(agent_setup) -> None:
     retry = await signed(b, peer, agent_id, peer.rpc("hello?", message_id="fixed"))
     again = await signed(b, peer, agent_id, peer.rpc("hello?", message_id="fixed"))
     assert retry["result"]["task"]["id"] == again["result"]["task"]["id"]
+
+
+async def test_unstorable_text_from_a_peer_is_invalid_params(agent_setup) -> None:
+    """A lone surrogate or NUL in a signed message (text or metadata) is -32602, not a 500,
+    and nothing is stored."""
+    b, _, peer, agent_id = agent_setup
+    for body in (
+        peer.rpc("a\ud800b"),
+        peer.rpc("a\x00b"),
+        peer.rpc("fine", delete={"messageId": "\udfff"}),
+    ):
+        answer = await signed(b, peer, agent_id, body)
+        assert answer["error"]["code"] == -32602, answer
+    assert await rows(b, "SELECT 1 FROM messages") == []
+    assert await rows(b, "SELECT 1 FROM a2a_tasks") == []
