@@ -323,7 +323,14 @@ async def _answer(
         sender_did=agent.did,
         content=text,
     )
-    payload = send_message_params(message, sender_name=agent.name, recipient_did=peer.did)
+    # in the requester's terms: its context and its id of the request (see params_for_peer)
+    payload = send_message_params(
+        message,
+        sender_name=agent.name,
+        recipient_did=peer.did,
+        context_id=task.context_id,
+        in_reply_to=task.remote_message_id,
+    )
     payload["message"]["metadata"]["confer"].update(taskId=task.id, decision=decision)
     await federation_store.insert_outbox(
         conn,

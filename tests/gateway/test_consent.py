@@ -40,7 +40,7 @@ async def test_ask_then_allow_once_delivers_and_the_approval_travels_back(pair) 
     a, b = pair
     alice, bob, conversation, _ = await ask_bobs_agent(a, b)
     async with alice.websocket() as alice_ws, bob.websocket() as bob_ws:
-        await alice.send(conversation["id"], "May I see the Q3 plan?")
+        question = await alice.send(conversation["id"], "May I see the Q3 plan?")
         notice = (await next_event(bob_ws, "message.created"))["data"]
         requested = (await next_event(bob_ws, "permission.requested"))["data"]
         assert requested["decision"] == "pending" and requested["level"] == "L2"
@@ -63,6 +63,7 @@ async def test_ask_then_allow_once_delivers_and_the_approval_travels_back(pair) 
             reply = (await next_event(alice_ws, "message.created"))["data"]
     assert reply["content"] == "Approved: your request was delivered."
     assert reply["conversation_id"] == conversation["id"]
+    assert reply["in_reply_to"] == question["id"]  # threaded in alice's terms
     assert await rows(b, peer_messages) == [{"content": "May I see the Q3 plan?"}]
     [task] = await rows(b, "SELECT state FROM a2a_tasks")
     assert task["state"] == "TASK_STATE_COMPLETED"
