@@ -217,7 +217,8 @@ async def cancel_task(
 
 async def _withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:
     """The requester canceled a task held for the owner: the agent's waiting answer is
-    withdrawn unless another held task of the same conversation still asks for it."""
+    withdrawn unless another held task of the same conversation still asks for it; then it
+    answers the newest of those instead of the canceled request."""
     conversation_id = await conn.fetchval(
         "SELECT conversation_id FROM messages WHERE id = $1", row.message_id
     )
@@ -226,12 +227,21 @@ async def _withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: Ta
     others = await store.list_held_for_owner(
         conn, user_id=row.user_id, conversation_id=conversation_id
     )
-    if not [t for t in others if t.id != row.id]:
+    remaining = [t for t in others if t.id != row.id and t.message_id]
+    if not remaining:
         await agent_tasks_store.withdraw_waiting(
             conn,
             conversation_id=conversation_id,
             reason="withdrawn: the requester canceled",
             now=clock.now(),
+        )
+    else:  # the agent will answer the newest request still held, not the canceled one
+        await conn.execute(
+            """UPDATE agent_tasks SET trigger_message_id = $2
+               WHERE conversation_id = $1 AND status = 'waiting' AND trigger_message_id = $3""",
+            conversation_id,
+            remaining[-1].message_id,
+            row.message_id,
         )
 
 

@@ -170,9 +170,14 @@ async def test_canceling_a_held_request_withdraws_the_agents_answer(make_databas
         second = (await signed(b, peer, agent_id, peer.rpc("two")))["result"]["task"]
         assert first["status"]["state"] == second["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
         assert await agent_tasks(b) == ["waiting"]
-        await signed(b, peer, agent_id, rpc("CancelTask", {"id": first["id"]}))
-        assert await agent_tasks(b) == ["waiting"]  # "two" still waits for an answer
-        canceled = await signed(b, peer, agent_id, rpc("CancelTask", {"id": second["id"]}))
+        trigger = (
+            "SELECT m.content FROM agent_tasks t JOIN messages m ON m.id = t.trigger_message_id"
+        )
+        assert await rows(b, trigger) == [{"content": "two"}]
+        await signed(b, peer, agent_id, rpc("CancelTask", {"id": second["id"]}))
+        assert await agent_tasks(b) == ["waiting"]  # "one" still waits for an answer
+        assert await rows(b, trigger) == [{"content": "one"}]  # ... and is what it answers
+        canceled = await signed(b, peer, agent_id, rpc("CancelTask", {"id": first["id"]}))
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
         assert await agent_tasks(b) == ["failed"]  # nobody waits any more: withdrawn
         async with bob.websocket():
