@@ -74,6 +74,7 @@ class EventHub:
         self._subscribers: dict[str, set[Subscriber]] = {}
         self._watching: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._last_publish: asyncio.Task[None] | None = None
         self._delivered: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -197,13 +198,30 @@ class EventHub:
     def publish(self, user_ids: Iterable[str], event_type: str, data: Any) -> int:
         """Fire-and-forget ``emit`` for callers outside a transaction (e.g. inbound federation).
 
-        Returns how many devices of ``user_ids`` are connected to this process right now.
+        Events published one after the other are emitted in that order (each waits for the
+        one before), so a user's stream never shows, say, a permission request before the
+        notice it belongs to. Returns how many devices of ``user_ids`` are connected to this
+        process right now.
         """
         users = list(user_ids)
-        task = asyncio.get_running_loop().create_task(self._emit_logged(users, event_type, data))
+        task = asyncio.get_running_loop().create_task(
+            self._emit_after(self._last_publish, users, event_type, data)
+        )
+        self._last_publish = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return sum(self.connections(uid) for uid in set(users))
+
+    async def _emit_after(
+        self,
+        previous: asyncio.Task[None] | None,
+        user_ids: list[str],
+        event_type: str,
+        data: Any,
+    ) -> None:
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # never raises; its failure is its own
+        await self._emit_logged(user_ids, event_type, data)
 
     async def _emit_logged(self, user_ids: list[str], event_type: str, data: Any) -> None:
         try:

@@ -25,7 +25,7 @@ from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub, Outgoing
 from gateway.services import unread
-from gateway.services.tasks import Recipient
+from gateway.services.tasks import Recipient, held_for_owner, withdraw_agent_answer
 from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
@@ -143,6 +143,7 @@ async def apply_change(
             else:
                 done.outgoing.append(await _delete(conn, state.hub, message))
                 done.invalidate.append(message.conversation_id)
+                done.task = await _withdraw_held(conn, state, message.id) or done.task
         else:
             await _change_held(
                 conn, state, caller, recipient, kind, change["messageId"], text, done
@@ -242,6 +243,32 @@ async def _change_held(
         assert withdrawn is not None
         done.outgoing.append(await _delete(conn, state.hub, withdrawn))
         done.invalidate.append(withdrawn.conversation_id)
+
+
+async def _withdraw_held(
+    conn: asyncpg.Connection, state: AppState, message_id: str
+) -> TaskRow | None:
+    """The sender deleted a message whose answer waited for the offline owner: its task is
+    canceled and the agent answers the other held requests, or none."""
+    task = await tasks_store.get_task_by_message(conn, message_id=message_id)
+    if task is None or not held_for_owner(task):
+        return None
+    status = agent_text_message(
+        "Withdrawn: the sender deleted the message.",
+        message_id=new_id(),
+        context_id=task.context_id,
+        task_id=task.id,
+    )
+    canceled = await tasks_store.update_task_state(
+        conn,
+        id=task.id,
+        state="TASK_STATE_CANCELED",
+        status_message=status,
+        now=state.clock.now(),
+        from_states=("TASK_STATE_AUTH_REQUIRED",),
+    )
+    await withdraw_agent_answer(conn, state.clock, task)
+    return canceled
 
 
 async def _own_copy(

@@ -194,8 +194,8 @@ async def cancel_task(
         )
         if updated is None:
             raise TaskNotCancelableError(f"task {task_id} finished meanwhile")
-        if row.metadata_json and row.metadata_json.get("confer", {}).get("heldUntilOwnerReturns"):
-            await _withdraw_agent_answer(conn, clock, row)
+        if held_for_owner(row):
+            await withdraw_agent_answer(conn, clock, row)
         if row.permission_id:  # the pending consent request is withdrawn with the task
             await permissions_store.decide_permission(
                 conn,
@@ -215,7 +215,13 @@ async def cancel_task(
     return updated
 
 
-async def _withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:
+def held_for_owner(row: TaskRow) -> bool:
+    """True for a delivered request whose answer waits for its offline owner."""
+    confer = (row.metadata_json or {}).get("confer") or {}
+    return row.state == "TASK_STATE_AUTH_REQUIRED" and bool(confer.get("heldUntilOwnerReturns"))
+
+
+async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:
     """The requester canceled a task held for the owner: the agent's waiting answer is
     withdrawn unless another held task of the same conversation still asks for it; then it
     answers the newest of those instead of the canceled request."""

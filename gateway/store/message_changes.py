@@ -75,8 +75,8 @@ async def update_content(
 
 
 async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
-    """Mark deleted and erase the content everywhere it is kept (row, previous versions and
-    embeddings)."""
+    """Mark deleted and erase the content everywhere it is kept (row, previous versions,
+    embeddings, the inbound A2A task's history, delivered outbox payloads)."""
     deleted_at = await conn.fetchval(
         """UPDATE messages SET deleted_at = NOW(), updated_at = NOW(), content = NULL,
              content_json = NULL, citations_json = NULL, translation_json = NULL
@@ -85,6 +85,18 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
     )
     await conn.execute("DELETE FROM message_versions WHERE message_id = $1", message_id)
     await forget_message_embeddings(conn, message_id=message_id, reembed=False)
+    # the copies federation keeps: the A2A task that carried it in, the outbox rows that
+    # carried it out (undelivered rows still go, the delete follows them)
+    await conn.execute(
+        "UPDATE a2a_tasks SET history_json = '[]'::jsonb WHERE message_id = $1", message_id
+    )
+    await conn.execute(
+        """UPDATE federation_outbox
+           SET payload_json = jsonb_set(payload_json, '{message,parts}', '[{"text": ""}]'::jsonb)
+           WHERE message_id = $1 AND delivered_at IS NOT NULL
+             AND payload_json #> '{message,parts}' IS NOT NULL""",
+        message_id,
+    )
     return deleted_at  # type: ignore[no-any-return]
 
 

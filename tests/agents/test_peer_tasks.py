@@ -272,3 +272,39 @@ async def test_the_peer_agents_answer_threads_into_the_askers_conversation(pair)
     )
     assert seen["conversation_id"] == first["conversation_id"]
     assert follow["id"] != seen["id"]
+
+
+async def test_a_deleted_held_request_is_withdrawn_everywhere(pair) -> None:
+    """alice deletes one of two requests held for offline bob: its A2A task is canceled and
+    erased, the agent answers the other one, and no copy of the deleted text is kept."""
+    a, b = pair
+    alice, bob, conversation_id = await setup(a, b, allow=True, offline_ok=False)
+    await alice.send(conversation_id, "keep this question")
+    doomed = await alice.send(conversation_id, "forget this secret question")
+    held = "SELECT state, history_json FROM a2a_tasks ORDER BY id"
+    for _ in range(100):
+        if len(await rows(b, held)) == 2 and await agent_tasks(b) == ["waiting"]:
+            break
+        await asyncio.sleep(0.05)
+    deleted = await alice.request(
+        "DELETE", f"/v1/conversations/{conversation_id}/messages/{doomed['id']}"
+    )
+    assert deleted.status_code in (200, 204), deleted.text
+    for _ in range(100):
+        if (await rows(b, held))[-1]["state"] == "TASK_STATE_CANCELED":
+            break
+        await asyncio.sleep(0.05)
+    first, second = await rows(b, held)
+    assert first["state"] == "TASK_STATE_AUTH_REQUIRED"
+    assert second["state"] == "TASK_STATE_CANCELED" and second["history_json"] == []
+    async with alice.websocket() as alice_ws, bob.websocket():
+        answer = await agent_answer(alice_ws, bob.profile["agent_did"])
+    assert "keep this question" in answer["content"]
+    for instance in (a, b):
+        everywhere = await rows(
+            instance,
+            """SELECT 1 FROM federation_outbox WHERE payload_json::text LIKE '%secret%'
+               UNION ALL SELECT 1 FROM a2a_tasks WHERE history_json::text LIKE '%secret%'
+               UNION ALL SELECT 1 FROM messages WHERE content LIKE '%secret%'""",
+        )
+        assert everywhere == [], instance.base_url
