@@ -23,21 +23,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
-
-import asyncpg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from fanout import percentile, scratch_database  # noqa: E402  (bench/ is on the path)
+
+from tests.agents.helpers import talk_to_agent  # noqa: E402
 from tests.agents.llmserver import FakeLLM  # noqa: E402  (a real loopback provider)
 from tests.gateway.harness import (  # noqa: E402
     Instance,
@@ -48,48 +46,12 @@ from tests.gateway.harness import (  # noqa: E402
     serve,
 )
 
-ADMIN_DSN = os.environ.get(
-    "CONFER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-
-
-@contextlib.asynccontextmanager
-async def scratch_database() -> AsyncIterator[str]:
-    from gateway import migrations
-    from gateway.embedded import with_database
-
-    name = f"confer_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(ADMIN_DSN, name)
-    try:
-        await asyncio.to_thread(migrations.upgrade, url)
-        yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
 
 def report(label: str, values: list[float]) -> None:
     print(
         f"{label:<46} p50 {percentile(values, 0.5) * 1000:7.1f} ms   "
         f"p99 {percentile(values, 0.99) * 1000:7.1f} ms   (n={len(values)})"
     )
-
-
-async def own_conversation(user: User) -> str:
-    response = await user.request(
-        "POST",
-        "/v1/conversations",
-        json={"type": "direct_user_agent", "participant_did": user.profile["agent_did"]},
-    )
-    assert response.status_code in (200, 201), response.text
-    return str(response.json()["id"])
 
 
 async def answer_of(ws: Any, conversation_id: str) -> tuple[float | None, float]:
@@ -111,7 +73,7 @@ async def answer_of(ws: Any, conversation_id: str) -> tuple[float | None, float]
 
 async def round_trips(user: User, rounds: int) -> tuple[list[float], list[float]]:
     """Sequential messages to the user's agent: (to first delta, to stored answer)."""
-    conversation_id = await own_conversation(user)
+    conversation_id = await talk_to_agent(user)
     firsts: list[float] = []
     answers: list[float] = []
     async with user.websocket() as ws:
@@ -170,7 +132,7 @@ async def openai_path(database_url: str, rounds: int) -> None:
 async def assembly(instance: Instance, rounds: int) -> None:
     carol = await instance.register("carol")
     agent_id = carol.profile["agent_did"].rsplit(":", 1)[1]
-    conversation_id = await own_conversation(carol)
+    conversation_id = await talk_to_agent(carol)
     async with instance.state.pool.acquire() as conn:
         await conn.executemany(
             """INSERT INTO agent_memories (id, agent_id, type, content, importance)
