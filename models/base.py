@@ -25,34 +25,45 @@ Timestamp = AwareDatetime
 """A ``TIMESTAMPTZ``: a datetime with a time zone (naive datetimes are rejected)."""
 
 
-def _storable(value: Any, depth: int = 0) -> None:
-    if depth > 32:
-        raise ValueError("JSON nested deeper than 32 levels")
+MAX_JSON_DEPTH = 32
+
+
+def unstorable(value: Any, depth: int = 0) -> str | None:
+    """Why PostgreSQL could not store the JSON ``value`` (``jsonb``/``text``), or None: nested
+    deeper than :data:`MAX_JSON_DEPTH`, a non-finite number (JSON has none, RFC 8259 §6; ``1e400``
+    parses as infinity), or a string or key holding U+0000 or a lone surrogate."""
+    if depth > MAX_JSON_DEPTH:
+        return f"is nested deeper than {MAX_JSON_DEPTH} levels"
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("numbers must be finite (no NaN or infinity)")
+        return "holds a number that is not finite (NaN, infinity)"
     if isinstance(value, str):
         if "\x00" in value:
-            raise ValueError("text must not contain the NUL character (U+0000)")
+            return "contains a NUL character"
         if any("\ud800" <= ch <= "\udfff" for ch in value):
-            raise ValueError("text contains a lone surrogate")
+            return "contains a lone surrogate"
     elif isinstance(value, list):
-        for item in value:
-            _storable(item, depth + 1)
+        return next((r for item in value if (r := unstorable(item, depth + 1))), None)
     elif isinstance(value, dict):
-        for key, item in value.items():
-            _storable(key, depth + 1)
-            _storable(item, depth + 1)
+        return next(
+            (
+                r
+                for key, item in value.items()
+                if (r := unstorable(key, depth + 1) or unstorable(item, depth + 1))
+            ),
+            None,
+        )
+    return None
 
 
 def _check_storable(value: Any) -> Any:
-    _storable(value)
+    reason = unstorable(value)
+    if reason is not None:
+        raise ValueError(f"the value {reason}")
     return value
 
 
 StoredJson = Annotated[JsonValue, AfterValidator(_check_storable)]
-"""Free-form JSON that PostgreSQL ``jsonb`` can hold: finite numbers only (JSON has no NaN or
-infinity, RFC 8259 §6; ``1e400`` parses as infinity), no U+0000 and no lone surrogates in any
-string or key (``jsonb`` rejects both), at most 32 levels deep."""
+"""Free-form JSON that PostgreSQL ``jsonb`` can hold (see :func:`unstorable`)."""
 
 
 class ConferModel(BaseModel):

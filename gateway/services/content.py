@@ -17,15 +17,14 @@ Shapes (``content_type`` → ``content`` / ``content_json``):
 from __future__ import annotations
 
 import json
-import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError
 
 from gateway.errors import ValidationFailedError
 from models.api import MessageCreate
+from models.base import unstorable
 
-MAX_JSON_DEPTH = 32
 MAX_JSON_BYTES = 64 * 1024
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=255)]
@@ -79,29 +78,15 @@ SHAPES: dict[str, type[_Shape]] = {
 
 def check_text(value: str, where: str) -> None:
     """ValidationFailedError when ``value`` holds NUL or a lone surrogate (not storable)."""
-    if "\x00" in value:
-        raise ValidationFailedError(f"{where} contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationFailedError(f"{where} contains a lone surrogate") from exc
+    check_json(value, where)
 
 
-def check_json(value: Any, where: str, depth: int = 0) -> None:
-    """Walk a JSON value: bounded nesting, every string (and key) storable."""
-    if depth > MAX_JSON_DEPTH:
-        raise ValidationFailedError(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValidationFailedError(f"{where} holds a number that is not finite (NaN, infinity)")
-    if isinstance(value, str):
-        check_text(value, where)
-    elif isinstance(value, list):
-        for item in value:
-            check_json(item, where, depth + 1)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, where)
-            check_json(item, where, depth + 1)
+def check_json(value: Any, where: str) -> None:
+    """ValidationFailedError when PostgreSQL could not store ``value``: too deep, a non-finite
+    number, NUL or a lone surrogate in a string or key (:func:`models.base.unstorable`)."""
+    reason = unstorable(value)
+    if reason is not None:
+        raise ValidationFailedError(f"{where} {reason}")
 
 
 def validate_message(data: MessageCreate) -> None:
