@@ -105,7 +105,8 @@ async def release_waiting(
                FROM agents a
                WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
                  AND EXISTS (SELECT 1 FROM agent_tasks q WHERE q.status = 'queued'
-                             AND q.conversation_id = w.conversation_id)""",
+                             AND q.conversation_id = w.conversation_id
+                             AND q.agent_id = w.agent_id)""",
             owner_id,
             clock.now(),
         )

@@ -31,6 +31,7 @@ from gateway.clock import Clock
 from gateway.ids import new_id
 from gateway.store import agent_tasks as agent_tasks_store
 from gateway.store import audit as audit_store
+from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
 from gateway.store import tasks as store
 from gateway.store.tasks import TaskRow
@@ -225,11 +226,10 @@ async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: Tas
     """The requester canceled a task held for the owner: the agent's waiting answer is
     withdrawn unless another held task of the same conversation still asks for it; then it
     answers the newest of those instead of the canceled request."""
-    conversation_id = await conn.fetchval(
-        "SELECT conversation_id FROM messages WHERE id = $1", row.message_id
-    )
-    if conversation_id is None:
+    message = await messages_store.get_message(conn, id=row.message_id or "")
+    if message is None:
         return
+    conversation_id = message.conversation_id
     others = await store.list_held_for_owner(
         conn, user_id=row.user_id, conversation_id=conversation_id
     )
@@ -242,12 +242,11 @@ async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: Tas
             now=clock.now(),
         )
     else:  # the agent will answer the newest request still held, not the canceled one
-        await conn.execute(
-            """UPDATE agent_tasks SET trigger_message_id = $2
-               WHERE conversation_id = $1 AND status = 'waiting' AND trigger_message_id = $3""",
-            conversation_id,
-            remaining[-1].message_id,
-            row.message_id,
+        await agent_tasks_store.repoint_waiting(
+            conn,
+            conversation_id=conversation_id,
+            from_message_id=message.id,
+            to_message_id=str(remaining[-1].message_id),
         )
 
 

@@ -211,6 +211,20 @@ async def withdraw_waiting(
     return result.split()[-1] != "0"
 
 
+async def repoint_waiting(
+    conn: asyncpg.Connection, *, conversation_id: str, from_message_id: str, to_message_id: str
+) -> None:
+    """Let the conversation's waiting task, if it answers ``from_message_id``, answer
+    ``to_message_id`` instead."""
+    await conn.execute(
+        """UPDATE agent_tasks SET trigger_message_id = $3
+           WHERE conversation_id = $1 AND status = 'waiting' AND trigger_message_id = $2""",
+        conversation_id,
+        from_message_id,
+        to_message_id,
+    )
+
+
 async def get_task(conn: asyncpg.Connection, *, id: str) -> dict[str, Any] | None:
     """One task row, or None."""
     record = await conn.fetchrow("SELECT * FROM agent_tasks WHERE id = $1", id)
