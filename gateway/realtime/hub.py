@@ -74,7 +74,7 @@ class EventHub:
         self._subscribers: dict[str, set[Subscriber]] = {}
         self._watching: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._last_publish: asyncio.Task[None] | None = None
+        self._last_publish: dict[frozenset[str], asyncio.Task[None]] = {}
         self._delivered: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -198,19 +198,26 @@ class EventHub:
     def publish(self, user_ids: Iterable[str], event_type: str, data: Any) -> int:
         """Fire-and-forget ``emit`` for callers outside a transaction (e.g. inbound federation).
 
-        Events published one after the other are emitted in that order (each waits for the
-        one before), so a user's stream never shows, say, a permission request before the
-        notice it belongs to. Returns how many devices of ``user_ids`` are connected to this
-        process right now.
+        Events published one after the other to the same users are emitted in that order
+        (each waits for the one before), so a user's stream never shows, say, a permission
+        request before the notice it belongs to; events for other audiences do not wait.
+        Returns how many devices of ``user_ids`` are connected to this process right now.
         """
         users = list(user_ids)
+        audience = frozenset(users)
         task = asyncio.get_running_loop().create_task(
-            self._emit_after(self._last_publish, users, event_type, data)
+            self._emit_after(self._last_publish.get(audience), users, event_type, data)
         )
-        self._last_publish = task
+        self._last_publish[audience] = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return sum(self.connections(uid) for uid in set(users))
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._tasks.discard(finished)
+            if self._last_publish.get(audience) is finished:
+                del self._last_publish[audience]
+
+        task.add_done_callback(done)
+        return sum(self.connections(uid) for uid in audience)
 
     async def _emit_after(
         self,
