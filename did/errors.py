@@ -24,6 +24,11 @@ class DIDResolutionError(DIDError):
     code = "did_unresolvable"
 
 
+class AddressRefusedError(DIDResolutionError):
+    """The URL's host resolves to an address the outbound policy forbids (loopback, private,
+    link-local, …; ``did.outbound``). Nothing was sent to it."""
+
+
 class DIDDocumentError(DIDError):
     """The DID document (or a key inside it) fails validation."""
 

@@ -3,19 +3,11 @@
 did:web §3.2 Read (Resolve) plus the defences DESIGN.md ("Identity") and protocols.md §3.6 ask for:
 
 - The DID is validated before any network call (InvalidDIDError).
-- Address policy: the host is resolved with ``loop.getaddrinfo`` and refused if *any* address is
-  not public (``is_public_address``: loopback, private, link-local, CGNAT 100.64/10, multicast,
-  unspecified, reserved, IPv4-mapped/6to4 forms of those), unless it lies in ``allowed_networks``.
-  ``allow_private_networks=True`` switches the policy off entirely (local development, tests).
-- DNS-rebinding protection: when the policy is on, the request goes to exactly the checked IP
-  (the addresses are tried in order on connection failure), with the real ``Host`` header and,
-  for https, ``extensions={"sni_hostname": host}`` so that httpcore sends SNI for the host and
-  verifies the certificate against it. Pinned requests carry ``Connection: close`` so that an
-  IP-keyed pooled connection, verified for one host name, is never reused for another. With the
-  policy off nothing is pinned (every address is allowed, so there is nothing to pin against).
-  Known gaps: the lookup uses the system resolver, not DNS-over-HTTPS (did:web §3.2 step 8
-  SHOULD); pinned requests send ``Connection: close``, which h2 forbids, so enabling HTTP/2 on
-  the client would need this revisited (h2 is not installed today).
+- Address policy and DNS-rebinding protection: every request goes through a
+  ``did.outbound.OutboundPolicy`` (the addresses of the host are checked, the request is pinned
+  to a checked IP with the real ``Host`` and SNI; ``allow_private_networks=True`` switches it
+  off for local development and tests). The same policy object governs the gateway's outbound
+  deliveries.
 - Redirects are followed by hand, at most ``max_redirects``, only to the same host, never from
   https to http, and to http only when ``allow_http`` (agentcommercekit/ack PR #133).
 - One deadline, ``timeout`` seconds, covers DNS, connects, redirects and the body.
@@ -30,9 +22,7 @@ exception escapes.
 """
 
 import asyncio
-import ipaddress
 import json
-import socket
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -42,10 +32,8 @@ import httpx
 
 from did.document import DIDDocument, parse_did_document
 from did.errors import DIDResolutionError
+from did.outbound import DEFAULT_PORTS, IPNetwork, OutboundPolicy
 from did.web import did_to_url
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ACCEPT = "application/did+json, application/json"
 MAX_JSON_DEPTH = 32
@@ -53,7 +41,6 @@ _JSON_MEDIA_TYPES = frozenset(
     {"application/json", "application/did+json", "application/did+ld+json"}
 )
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 @dataclass(frozen=True)
@@ -71,32 +58,15 @@ class ResolvedDocument:
     url: str
 
 
-def is_public_address(ip: IPAddress) -> bool:
-    """True if ``ip`` is a globally routable unicast address (RFC 6890 special-purpose registries
-    as encoded by ``ipaddress``); IPv4-mapped and 6to4 IPv6 addresses are judged by the IPv4
-    address they embed. CGNAT 100.64.0.0/10 is not global, so it is refused too."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return is_public_address(ip.ipv4_mapped)
-        if ip.sixtofour is not None and not is_public_address(ip.sixtofour):
-            return False
-    return ip.is_global and not (
-        ip.is_multicast
-        or ip.is_private
-        or ip.is_reserved
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_unspecified
-    )
-
-
 class DIDResolver:
     """Resolves did:web DIDs to validated DID documents (module docstring for the policy).
 
     ``client`` is the shared httpx client (its own redirect setting is overridden per request).
-    ``allow_http`` fetches ``http://`` URLs (local development); ``allow_private_networks`` turns
-    the address policy off; ``allowed_networks`` (CIDR strings or networks) are exempted from it
-    while keeping it on. ``max_bytes`` caps the body, ``timeout`` (seconds) the whole resolution.
+    ``allow_http`` fetches ``http://`` URLs (local development). ``policy`` is the outbound
+    address policy shared with the rest of the process; without it one is built from
+    ``allow_private_networks`` (turns the policy off) and ``allowed_networks`` (CIDR strings or
+    networks exempted from it). ``max_bytes`` caps the body, ``timeout`` (seconds) the whole
+    resolution.
     """
 
     def __init__(
@@ -109,13 +79,15 @@ class DIDResolver:
         timeout: float = 5.0,
         max_redirects: int = 3,
         allowed_networks: Iterable[str | IPNetwork] = (),
+        policy: OutboundPolicy | None = None,
     ) -> None:
         if max_bytes <= 0 or timeout <= 0 or max_redirects < 0:
             raise ValueError("max_bytes and timeout must be positive, max_redirects >= 0")
         self._client = client
         self._allow_http = allow_http
-        self._allow_private_networks = allow_private_networks
-        self._allowed_networks = tuple(ipaddress.ip_network(n) for n in allowed_networks)
+        self._policy = policy or OutboundPolicy.build(
+            allow_private_networks=allow_private_networks, allowed_networks=allowed_networks
+        )
         self._max_bytes = max_bytes
         self._timeout = timeout
         self._max_redirects = max_redirects
@@ -178,59 +150,12 @@ class DIDResolver:
         headers = {"Accept": ACCEPT, "Accept-Encoding": "identity"}
         if etag is not None:
             headers["If-None-Match"] = etag
-        if self._allow_private_networks:
-            response = await self._send(url, headers, address=None)
-        else:
-            response = await self._send_pinned(url, headers)
+        request = self._client.build_request("GET", url, headers=headers)
+        response = await self._policy.send(self._client, request)
         try:
             yield response
         finally:
             await response.aclose()
-
-    async def _send_pinned(self, url: httpx.URL, headers: dict[str, str]) -> httpx.Response:
-        addresses = await self._checked_addresses(url)
-        failure: httpx.ConnectError | None = None
-        for address in addresses:
-            try:
-                return await self._send(url, headers, address=address)
-            except httpx.ConnectError as exc:
-                failure = exc
-        raise DIDResolutionError(f"could not connect to {url.host}: {failure}")
-
-    async def _send(
-        self, url: httpx.URL, headers: dict[str, str], *, address: str | None
-    ) -> httpx.Response:
-        extensions: dict[str, Any] = {}
-        if address is not None:
-            host = url.raw_host.decode("ascii")
-            headers = {**headers, "Host": url.netloc.decode("ascii"), "Connection": "close"}
-            if url.scheme == "https":
-                extensions["sni_hostname"] = host
-            url = url.copy_with(host=address)
-        request = self._client.build_request("GET", url, headers=headers, extensions=extensions)
-        return await self._client.send(request, stream=True, follow_redirects=False)
-
-    async def _checked_addresses(self, url: httpx.URL) -> list[str]:
-        """All addresses of the URL's host, in resolver order; refuses if any is forbidden."""
-        host = url.raw_host.decode("ascii")
-        port = url.port or _DEFAULT_PORTS[url.scheme]
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise DIDResolutionError(f"cannot resolve host {host!r}: {exc}") from exc
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        for address in addresses:
-            ip = ipaddress.ip_address(address)
-            if not self._address_allowed(ip):
-                raise DIDResolutionError(f"{host} resolves to {ip}, which is not a public address")
-        if not addresses:
-            raise DIDResolutionError(f"host {host!r} has no addresses")
-        return addresses
-
-    def _address_allowed(self, ip: IPAddress) -> bool:
-        exempt = any(ip.version == net.version and ip in net for net in self._allowed_networks)
-        return exempt or is_public_address(ip)
 
     def _redirect_target(self, url: str, response: httpx.Response) -> str:
         """The next URL for a redirect, if it stays on the host and does not downgrade."""
@@ -241,7 +166,7 @@ class DIDResolver:
         target = current.join(location).copy_with(fragment=None)
         if target.raw_host != current.raw_host or target.userinfo:
             raise DIDResolutionError(f"redirect from {url} to another host refused: {target}")
-        if target.scheme not in _DEFAULT_PORTS:
+        if target.scheme not in DEFAULT_PORTS:
             raise DIDResolutionError(f"redirect from {url} to a non-HTTP URL refused: {target}")
         if target.scheme == "http" and (current.scheme == "https" or not self._allow_http):
             raise DIDResolutionError(f"redirect from {url} to plain http refused: {target}")

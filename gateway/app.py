@@ -14,6 +14,7 @@ import httpx
 import redis.asyncio as redis
 from fastapi import FastAPI
 
+from did.outbound import OutboundPolicy
 from did.resolver import DIDResolver
 from gateway import migrations
 from gateway.agents.keys import stored_key
@@ -62,6 +63,7 @@ from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
 from gateway.workers.streams import trim_events_forever
+from gateway.workers.supervisor import WorkerFactory, supervised
 
 DESCRIPTION = """\
 Confer is a self-hosted, federated messaging gateway for people and their AI agents.
@@ -109,11 +111,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             await check_public_url(pool, identity)
             await check_stored_keys(pool, keyring)
-            resolver = DIDResolver(
-                http,
-                allow_http=settings.allow_http_dids,
+            policy = OutboundPolicy.build(
                 allow_private_networks=settings.allow_private_networks,
+                allowed_networks=settings.outbound_allowed_networks,
             )
+            resolver = DIDResolver(http, allow_http=settings.allow_http_dids, policy=policy)
             context = build_context_services(
                 pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
             )
@@ -143,8 +145,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
             await app.state.confer.accounts.bootstrap_admins()
-            worker = DeliveryWorker(pool, http, identity, clock, settings)
-            task = asyncio.create_task(worker.run(), name="confer-delivery")
             agents = AgentWorker(
                 pool,
                 context.runtime,
@@ -153,28 +153,22 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 lease_seconds=settings.agent_task_lease_seconds,
                 queue=agent_queue,
             )
-            agent_task = asyncio.create_task(agents.run(), name="confer-agents")
-            sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
-            translator = asyncio.create_task(
-                run_auto_translator(app.state.confer), name="confer-translate"
-            )
-            trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
-            indexer = asyncio.create_task(
-                run_message_indexer(pool, context.embedder, settings), name="confer-embed"
-            )
+            state = app.state.confer
+            workers: list[tuple[str, WorkerFactory]] = [
+                ("delivery", DeliveryWorker(pool, http, identity, clock, settings, policy).run),
+                ("agents", agents.run),
+                ("consent", lambda: run_sweeper(state)),
+                ("translate", lambda: run_auto_translator(state)),
+                ("trim-events", lambda: trim_events_forever(pool, clock, settings)),
+                ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
+            ]
             try:
-                async with mcp_server.session_manager.run():  # mounted apps get no lifespan
+                async with (
+                    supervised(workers),
+                    mcp_server.session_manager.run(),  # mounted apps get no lifespan
+                ):
                     yield
             finally:
-                task.cancel()
-                agent_task.cancel()
-                sweeper.cancel()
-                translator.cancel()
-                trimmer.cancel()
-                indexer.cancel()
-                await asyncio.gather(
-                    task, agent_task, sweeper, translator, trimmer, indexer, return_exceptions=True
-                )
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,7 +41,14 @@ class Settings(BaseSettings):
         default=False, description="Resolve did:web over plain http:// (local development only)."
     )
     allow_private_networks: bool = Field(
-        default=False, description="Let the DID resolver reach loopback/private addresses."
+        default=False,
+        description="Turn the outbound address policy off: DID resolution, AgentFacts fetches "
+        "and federation deliveries may reach loopback/private addresses (development only).",
+    )
+    outbound_allowed_networks: list[str] = Field(
+        default_factory=list,
+        description="CIDR networks exempted from the outbound address policy while it stays on "
+        "(e.g. peers on a known private network), as a JSON list.",
     )
 
     access_token_ttl_seconds: int = Field(default=900, gt=0)
@@ -217,6 +225,13 @@ class Settings(BaseSettings):
         description="Redis for presence, typing, rate limits and signature nonces;"
         " unset = in-process.",
     )
+
+    @field_validator("outbound_allowed_networks")
+    @classmethod
+    def _networks_are_cidrs(cls, value: list[str]) -> list[str]:
+        for network in value:
+            ipaddress.ip_network(network)  # ValueError names the bad entry
+        return value
 
     @field_validator("public_url")
     @classmethod

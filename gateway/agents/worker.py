@@ -26,6 +26,7 @@ from gateway.agents.queue import Delivery, TaskQueue
 from gateway.agents.runtime import AgentRuntime, LeaseLostError
 from gateway.clock import Clock
 from gateway.store import agent_tasks as tasks_store
+from gateway.workers.supervisor import supervise
 from models import Agent
 
 log = logging.getLogger(__name__)
@@ -125,10 +126,16 @@ class AgentWorker:
     async def run(self) -> None:
         """Recover, then claim and run tasks forever, renewing their leases. Cancel to stop."""
         await self._recover()
-        sweeping = asyncio.create_task(self._sweep(), name="agent-task-sweep")
-        renewing = asyncio.create_task(self._renew(), name="agent-task-leases")
+        # Each inner loop is supervised on its own: a failure restarts that loop (logged with
+        # its name) without stopping the others or the tasks running here.
+        sweeping = asyncio.create_task(
+            supervise("agents.sweep", self._sweep), name="agent-task-sweep"
+        )
+        renewing = asyncio.create_task(
+            supervise("agents.leases", self._renew), name="agent-task-leases"
+        )
         try:
-            await self._receive()
+            await supervise("agents.receive", self._receive)
         finally:
             sweeping.cancel()
             renewing.cancel()
@@ -260,10 +267,18 @@ class AgentWorker:
             log.warning("%s", exc)
         except Exception as exc:
             log.exception("agent task %s crashed", task["id"])
-            async with self._pool.acquire() as conn:
-                await tasks_store.finish(
-                    conn, id=task["id"], status="failed", now=self._clock.now(), error=str(exc)
-                )
+            await self._record_crash(task["id"], exc)
         finally:
             self._slots.release()
             self.wake()
+
+    async def _record_crash(self, task_id: str, exc: Exception) -> None:
+        """Mark a crashed task failed; if even that fails (the database is away), its lease
+        runs out and recovery retries or fails it, so the error is only logged."""
+        try:
+            async with self._pool.acquire() as conn:
+                await tasks_store.finish(
+                    conn, id=task_id, status="failed", now=self._clock.now(), error=str(exc)
+                )
+        except Exception:
+            log.exception("recording the crash of agent task %s failed", task_id)

@@ -5,11 +5,27 @@ oldest pending row of each destination is eligible, which keeps per-destination 
 ``NOTIFY confer_outbox`` from the sending transaction wakes the worker at once; otherwise it
 sleeps until the next retry is due.
 
-Outcome of one attempt (Mastodon/Matrix practice, DESIGN "Lessons"):
+Every request (deliveries and parked-destination probes alike) goes through the process's
+``did.outbound.OutboundPolicy``, the one DID resolution uses: the endpoint's host must resolve
+to public addresses only (unless ``CONFER_ALLOW_PRIVATE_NETWORKS`` or
+``CONFER_OUTBOUND_ALLOWED_NETWORKS``) and the request is pinned to a checked address. The
+answer is read up to :data:`ANSWER_MAX_BYTES`, and the whole attempt (DNS, connect, body) has
+one deadline, ``outbound_timeout_seconds``: a peer that never finishes its answer costs one
+attempt, not the worker.
+
+Outcome of one attempt (Mastodon/Matrix practice, DESIGN "Lessons"); :func:`classify` maps
+*any* answer to one of them and never raises:
 - 2xx with a JSON-RPC ``result`` → delivered.
-- connection errors, 5xx, 401, 408, 429 → retry with exponential backoff (1 s doubling, capped
-  at 10 minutes; ``Retry-After`` honoured).
-- other 4xx, or a JSON-RPC ``error`` → failed for good.
+- connection errors, timeouts, 5xx, 401, 408, 429 → retry with exponential backoff (1 s
+  doubling, capped at 10 minutes; ``Retry-After`` honoured).
+- a refusal by the address policy → retry, so the destination is soon parked: nothing is ever
+  posted to the forbidden address (the check runs again before every attempt), and a name that
+  points back to a public address later (a DNS mistake, a rebinding attempt that stopped)
+  delivers then, in order, instead of losing the queue. The audit row says why.
+- 3xx (redirects are never followed: the target was not checked), other 4xx, a 2xx whose body
+  is not a JSON object (too large, not UTF-8, invalid JSON, an array, a string, a number), or a
+  JSON-RPC ``error`` → failed for good.
+- anything else going wrong while sending (a bug) → logged, retry.
 
 A destination that fails ``delivery_park_after_failures`` times in a row (or whose head row
 reached ``delivery_max_attempts``) is parked: its deliveries stay queued, in order, and only a
@@ -31,7 +47,9 @@ from urllib.parse import urlsplit
 import asyncpg
 import httpx
 
-from a2a.auth import SignatureAuth
+from did.errors import AddressRefusedError, DIDResolutionError
+from did.outbound import OutboundPolicy
+from did.resolver import parse_json_object
 from gateway.clock import Clock
 from gateway.services.identity import Identity
 from gateway.settings import Settings
@@ -44,37 +62,75 @@ A2A_VERSION = "1.0"
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 600.0
 IDLE_WAIT = 5.0
+ANSWER_MAX_BYTES = 64 * 1024
 
 
 def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
     """Delay before attempt ``attempts + 1``: 1 s doubling per attempt, capped at 10 min."""
-    delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempts - 1))
+    delay = min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** max(0, attempts - 1))
     return max(delay, min(retry_after or 0.0, BACKOFF_CAP * 6))
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    return float(value) if value.isdigit() else None
+def _retry_after(headers: httpx.Headers) -> float | None:
+    value = headers.get("retry-after", "")
+    return float(value) if value.isascii() and value.isdigit() else None
 
 
-def classify(response: httpx.Response) -> tuple[str, str]:
-    """``("delivered" | "retry" | "failed", reason)`` for one HTTP answer."""
-    status = response.status_code
+def classify(status: int, body: bytes | None) -> tuple[str, str]:
+    """``("delivered" | "retry" | "failed", reason)`` for one HTTP answer; never raises.
+
+    ``body`` is the answer's body, or None when it exceeded :data:`ANSWER_MAX_BYTES`.
+    """
     if 200 <= status < 300:
-        try:
-            body = response.json()
-        except ValueError:
-            return "failed", f"HTTP {status} with a body that is not JSON"
-        if isinstance(body, dict) and "result" in body:
-            return "delivered", f"HTTP {status}"
-        return "failed", f"JSON-RPC error: {json.dumps(body.get('error'))[:300]}"
+        return _classify_success(status, body)
     if status in (401, 408, 429) or status >= 500:
         return "retry", f"HTTP {status}"
-    return "failed", f"HTTP {status}: {response.text[:300]}"
+    if 300 <= status < 400:
+        return "failed", f"HTTP {status}: redirects are not followed"
+    return "failed", f"HTTP {status}: {_excerpt(body)}"
+
+
+def _classify_success(status: int, body: bytes | None) -> tuple[str, str]:
+    if body is None:
+        return "failed", f"HTTP {status} with an answer over {ANSWER_MAX_BYTES} bytes"
+    try:
+        answer = parse_json_object(body, "the answer")
+    except DIDResolutionError as exc:  # not UTF-8, not JSON, not an object, too deep
+        return "failed", f"HTTP {status}: {exc.detail}"
+    if "result" in answer:
+        return "delivered", f"HTTP {status}"
+    if "error" in answer:
+        return "failed", f"JSON-RPC error: {json.dumps(answer['error'])[:300]}"
+    return "failed", f"HTTP {status}: a JSON object with neither result nor error"
+
+
+def _excerpt(body: bytes | None) -> str:
+    if body is None:
+        return f"(an answer over {ANSWER_MAX_BYTES} bytes)"
+    return body[:300].decode("utf-8", errors="replace")
+
+
+async def read_capped(response: httpx.Response, max_bytes: int) -> bytes | None:
+    """The streamed ``response``'s body, or None as soon as it is known to exceed
+    ``max_bytes`` (by ``Content-Length`` or while reading; the rest is never read)."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_raw():  # identity was asked: no decompression
+        size += len(chunk)
+        if size > max_bytes:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class DeliveryWorker:
-    """Drains ``federation_outbox``; run one per process with :meth:`run`."""
+    """Drains ``federation_outbox``; run one per process with :meth:`run` (supervised).
+
+    ``policy`` is the outbound address policy (module docstring); the default one is on.
+    """
 
     def __init__(
         self,
@@ -83,9 +139,11 @@ class DeliveryWorker:
         identity: Identity,
         clock: Clock,
         settings: Settings,
+        policy: OutboundPolicy | None = None,
     ) -> None:
         self._pool = pool
         self._client = client
+        self._policy = policy or OutboundPolicy()
         self._identity = identity
         self._clock = clock
         self._settings = settings
@@ -141,26 +199,58 @@ class DeliveryWorker:
             await asyncio.wait_for(self._wake.wait(), timeout=wait)
 
     async def _attempt(self, row: store.OutboxRow) -> None:
+        try:
+            outcome, reason, retry_after = await self._post(row)
+        except Exception as exc:  # a bug of ours: keep the row, back off, keep the worker
+            log.exception("delivery %s to %s failed unexpectedly", row.id, row.endpoint)
+            outcome, reason, retry_after = "retry", f"internal error: {type(exc).__name__}", None
+        await self._record(row, outcome, reason, retry_after)
+
+    async def _post(self, row: store.OutboxRow) -> tuple[str, str, float | None]:
+        """Send one delivery; ``(outcome, reason, retry_after)`` (module docstring)."""
+        timeout = self._settings.outbound_timeout_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._policy.send(self._client, self._request(row))
+                try:
+                    body = await read_capped(response, ANSWER_MAX_BYTES)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            return "retry", f"no complete answer within {timeout:g} s", None
+        except AddressRefusedError as exc:
+            log.warning("delivery to %s refused by the address policy: %s", row.endpoint, exc)
+            return "retry", f"refused by the outbound address policy: {exc.detail}", None
+        except DIDResolutionError as exc:  # the host does not resolve
+            return "retry", exc.detail, None
+        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
+            return "retry", f"{type(exc).__name__}: {exc}", None
+        outcome, reason = classify(response.status_code, body)
+        return outcome, reason, _retry_after(response.headers)
+
+    def _request(self, row: store.OutboxRow) -> httpx.Request:
+        """The signed ``SendMessage`` POST for ``row`` (RFC 9421 over its real URL)."""
         body = json.dumps(
             {"jsonrpc": "2.0", "id": row.id, "method": "SendMessage", "params": row.payload_json},
             separators=(",", ":"),
         ).encode()
-        headers = {"Content-Type": "application/json", "A2A-Version": A2A_VERSION}
-        auth = SignatureAuth(self._identity.signer_for(row.sender_did))
-        retry_after = None
-        try:
-            response = await self._client.post(
-                row.endpoint,
-                content=body,
-                headers=headers,
-                auth=auth,
-                timeout=self._settings.outbound_timeout_seconds,
-            )
-            outcome, reason = classify(response)
-            retry_after = _retry_after(response)
-        except httpx.HTTPError as exc:
-            outcome, reason = "retry", f"{type(exc).__name__}: {exc}"
-        await self._record(row, outcome, reason, retry_after)
+        headers = {
+            "Content-Type": "application/json",
+            "A2A-Version": A2A_VERSION,
+            "Accept-Encoding": "identity",
+        }
+        request = self._client.build_request(
+            "POST",
+            row.endpoint,
+            content=body,
+            headers=headers,
+            timeout=self._settings.outbound_timeout_seconds,
+        )
+        signer = self._identity.signer_for(row.sender_did)
+        request.headers.update(
+            signer.headers_for(request.method, str(request.url), request.headers, body)
+        )
+        return request
 
     async def _retry_or_park(
         self,

@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from did.document import build_did_document
 from did.errors import DIDDocumentError, DIDResolutionError, InvalidDIDError
-from did.resolver import DIDResolver, is_public_address
+from did.outbound import is_public_address
+from did.resolver import DIDResolver
 from tests.did.httpserver import (
     LoopbackServer,
     SeenRequest,
