@@ -23,13 +23,16 @@ from typing import Any
 class SeenRequest:
     path: str
     headers: dict[str, str]
+    body: bytes = b""
 
 
 Route = Callable[[SeenRequest, asyncio.StreamWriter], Awaitable[None]]
 
 
 class LoopbackServer:
-    """A tiny HTTP/1.1 server on 127.0.0.1: one request per connection, routes set per test."""
+    """A tiny HTTP/1.1 server on 127.0.0.1: one request per connection, routes set per test.
+
+    A request body is read by its ``Content-Length`` (no chunked uploads) into ``body``."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self.routes: dict[str, Route] = {}
@@ -72,7 +75,9 @@ class LoopbackServer:
             for line in filter(None, lines):
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
-            request = SeenRequest(path=request_line.split(" ")[1], headers=headers)
+            length = headers.get("content-length", "0")
+            body = await reader.readexactly(int(length)) if length.isdigit() else b""
+            request = SeenRequest(path=request_line.split(" ")[1], headers=headers, body=body)
             self.requests.append(request)
             route = self.routes.get(request.path, respond(404, b"not found", "text/plain"))
             await route(request, writer)
