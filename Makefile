@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/roundtrip.py
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/agent.py
+	$(BIN)/python bench/fanout.py
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate
