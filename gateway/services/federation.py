@@ -143,6 +143,7 @@ async def receive_message(
                 remote_message_id=remote_id,
                 message_id=message.id,
                 recipient_did=recipient.did,
+                now=state.clock.now(),
             )
             held = False
             if caller.peer is not None and recipient.agent_id is not None:

@@ -76,7 +76,8 @@ async def update_content(
 
 async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
     """Mark deleted and erase the content everywhere it is kept (row, previous versions,
-    embeddings, the inbound A2A task's history, delivered outbox payloads)."""
+    embeddings, the inbound A2A task's history, delivered outbox payloads) and mark its inbox
+    rows as de-duplication only (``federation_inbox.message_deleted_at``)."""
     deleted_at = await conn.fetchval(
         """UPDATE messages SET deleted_at = NOW(), updated_at = NOW(), content = NULL,
              content_json = NULL, citations_json = NULL, translation_json = NULL
@@ -96,6 +97,12 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
            WHERE message_id = $1 AND delivered_at IS NOT NULL
              AND payload_json #> '{message,parts}' IS NOT NULL""",
         message_id,
+    )
+    # the peer's id of it now only de-duplicates: the retention worker may drop that row
+    await conn.execute(
+        "UPDATE federation_inbox SET message_deleted_at = $2 WHERE message_id = $1",
+        message_id,
+        deleted_at,
     )
     return deleted_at  # type: ignore[no-any-return]
 

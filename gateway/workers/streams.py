@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
 
 import asyncpg
 
 from gateway.clock import Clock
 from gateway.settings import Settings
-from gateway.store import events as events_store
+from gateway.workers.retention import trim_events
 
 log = logging.getLogger(__name__)
 
@@ -18,16 +17,13 @@ TRIM_EVERY_SECONDS = 300.0
 
 
 async def trim_events_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> int:
-    """Delete events beyond ``ws_replay_window`` per user or older than the max age.
+    """Delete events beyond ``ws_replay_window`` per user or older than the max age, in
+    batches (:func:`gateway.workers.retention.trim_events`, which the retention worker runs too).
 
     Returns the number of events deleted. A device resuming from a trimmed offset gets
     ``resync_required``.
     """
-    before = clock.now() - timedelta(seconds=settings.ws_replay_max_age_seconds)
-    async with pool.acquire() as conn:
-        return await events_store.delete_old_events(
-            conn, before=before, keep=settings.ws_replay_window
-        )
+    return await trim_events(pool, clock.now(), settings)
 
 
 async def trim_events_forever(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> None:
