@@ -22,7 +22,7 @@ from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
-from gateway.errors import install_error_handlers
+from gateway.http_errors import install_error_handlers
 from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 from gateway.agents.peer_tasks import release_waiting
 from gateway.deps import get_ws_state
 from gateway.errors import ConferError
+from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
 from gateway.realtime.session import EventSession, Resume, SessionLimits
 from gateway.services import presence
@@ -33,8 +34,9 @@ router = APIRouter()
 SUBPROTOCOL = "confer.v1"
 BEARER_PREFIX = "bearer."
 AUTH_TIMEOUT = 10.0
-CLOSE_UNAUTHENTICATED = 4001
-CLOSE_ORIGIN_REFUSED = 4003
+# any failed authentication (a disabled account too) closes with 4001, as docs/websocket.md says
+CLOSE_UNAUTHENTICATED = WS_CLOSE_UNAUTHENTICATED
+CLOSE_ORIGIN_REFUSED = WS_CLOSE_FORBIDDEN
 
 
 def origin_allowed(origin: str | None, public_url: str, allowed: list[str]) -> bool:
