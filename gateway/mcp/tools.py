@@ -1,7 +1,7 @@
 """The MCP tools' bodies, one function per tool, each acting for an authenticated ``user``.
 
 Read tools only read. Write tools validate their input with the API's own models *inside* the
-audited write, so invalid input also leaves an audit row of the failure (seed 004).
+audited write, so invalid input also leaves an audit row of the failure (MCP server spec).
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ async def get_audit_log(
     since: datetime | None,
     limit: int,
 ) -> dict[str, Any]:
-    """``{"count", "entries": [McpAuditRow…]}`` newest first (seed 004 ``cs_get_audit_log``)."""
+    """``{"count", "entries": [McpAuditRow…]}`` newest first (MCP server spec
+    ``cs_get_audit_log``)."""
     async with state.pool.acquire() as conn:
         rows = await list_mcp_audit(
             conn,

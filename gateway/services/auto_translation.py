@@ -1,5 +1,5 @@
 """Automatic translation per conversation: a participant asks for every new message in their
-language (issue 6).
+language (docs/agents.md).
 
 The wish is a row of ``conversation_auto_translations`` (migration 0007). The worker
 (:func:`gateway.workers.auto_translation.run_auto_translator`) finds messages of those

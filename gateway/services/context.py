@@ -1,4 +1,4 @@
-"""The own agent's services in one bundle, built in the app's lifespan (issue 6)."""
+"""The own agent's services in one bundle, built in the app's lifespan (docs/agents.md)."""
 
 from __future__ import annotations
 

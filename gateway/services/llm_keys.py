@@ -1,7 +1,7 @@
 """Users' LLM and tool provider API keys, stored AES-256-GCM encrypted in ``users.llm_keys_json``.
 
-Keys are never returned to any client (seed 002, ``LLMKeys``): the API lists providers and set
-times only; ``decrypt_llm_key`` is for the agent runtime inside the gateway. Setting or removing
+Keys are never returned to any client (data model spec, ``LLMKeys``): the API lists providers and
+set times only; ``decrypt_llm_key`` is for the agent runtime inside the gateway. Setting or removing
 a key is audited (``llm_key.set`` / ``llm_key.removed``) without the key.
 """
 

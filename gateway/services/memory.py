@@ -1,4 +1,4 @@
-"""Memories, knowledge and ambient context of a user's own agent (seed 000), owner-only.
+"""Memories, knowledge and ambient context of a user's own agent (context-tables spec), owner-only.
 
 Every operation checks that the caller owns the agent or entry; someone else's id answers 404,
 exactly like an id that does not exist. Writes commit first and then, when an embeddings

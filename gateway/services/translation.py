@@ -1,5 +1,5 @@
 """Translate a message for a participant, with the requesting user's agent ``translation``
-model, and keep the result as a linked variant (issue 6).
+model, and keep the result as a linked variant (docs/agents.md).
 
 The original message is never edited: the translation goes into ``message_translations``
 (``translation_json``: ``from``, ``to``, ``provider``, ``model``, ``text``). A second request for

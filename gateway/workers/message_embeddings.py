@@ -1,4 +1,4 @@
-"""Embeds messages in the background, so semantic search covers them (issue 6).
+"""Embeds messages in the background, so semantic search covers them (docs/agents.md).
 
 Messages are written on many paths (user posts, inbound federation, agent replies), so none of
 them embeds: this indexer finds embeddable messages (visible ``text``/``code`` content, not
