@@ -226,8 +226,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         agent_context,
     ):
         app.include_router(module.router)
+    # Starlette serves an endpoint that is not a function as a raw ASGI app (exact path, no
+    # redirect to "/mcp/" as a Mount would do); its annotation only names request handlers.
     app.router.add_route(
-        "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+        "/mcp",
+        mcp_app,  # type: ignore[arg-type]
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
     )
     for module in (api_keys, cards, contacts, permissions, translations):
         app.include_router(module.router)

@@ -67,7 +67,7 @@ ERROR_MAPPING: dict[type[e.ConferError], Wire] = {
 def wire_for(exc: e.ConferError) -> Wire:
     """The table entry of ``exc``'s class or of its nearest listed ancestor."""
     for cls in type(exc).__mro__:
-        wire = ERROR_MAPPING.get(cls)  # type: ignore[call-overload]
+        wire = ERROR_MAPPING.get(cls)
         if wire is not None:
             return wire
     return ERROR_MAPPING[e.ConferError]

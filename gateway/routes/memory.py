@@ -3,7 +3,7 @@ owner-only."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -27,7 +27,7 @@ from models.context import (
 
 router = APIRouter(tags=["memory"])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "Not found, or not yours (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response
 
 from gateway.deps import Current, State
@@ -51,7 +53,7 @@ def _check_ids(**ids: str) -> None:
 
 
 _AUTO = "/v1/conversations/{conversation_id}/auto-translation"
-_AUTO_ERRORS = {
+_AUTO_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such conversation of yours (problem+json)"},
     422: {"description": "Invalid language (problem+json)"},

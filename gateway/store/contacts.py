@@ -92,7 +92,7 @@ async def update_contact(
 
 async def delete_contact(conn: asyncpg.Connection, *, id: str, user_id: str) -> bool:
     """Remove the user's contact ``id``; False when there was none."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         "DELETE FROM peer_contacts WHERE id = $1 AND user_id = $2", id, user_id
     )
     return status.endswith(" 1")

@@ -71,7 +71,7 @@ async def remove_key(
     conn: asyncpg.Connection, *, purpose: str, fragment: str, now: datetime
 ) -> bool:
     """Unlist a retired key from DID documents (it stops verifying); False if none matched."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         """UPDATE instance_keys SET removed_at = $3
            WHERE purpose = $1 AND fragment = $2 AND retired_at IS NOT NULL
              AND removed_at IS NULL""",
