@@ -156,7 +156,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
             translator = asyncio.create_task(
-                run_auto_translator(app.state.confer), name="confer-translate"
+                run_auto_translator(context.translator, app.state.confer.hub),
+                name="confer-translate",
             )
             trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
             indexer = asyncio.create_task(

@@ -40,7 +40,9 @@ async def translate(
     translated now, 200 when a stored translation of the same text was reused. The original
     message is never changed."""
     _check_ids(conversation=conversation_id, message=message_id)
-    result = await translate_message(state, current.user, conversation_id, message_id, data.to)
+    result = await translate_message(
+        state.context.translator, current.user, conversation_id, message_id, data.to
+    )
     if result.reused:
         response.status_code = 200
     return result

@@ -149,11 +149,7 @@ async def check_stored_keys(pool: asyncpg.Pool, keyring: Keyring) -> None:
     Raises RuntimeError with an operator-facing message otherwise (missing or wrong key).
     """
     async with pool.acquire() as conn:
-        samples = await conn.fetch(
-            """SELECT DISTINCT ON (split_part(k.value, '.', 2))
-                      split_part(k.value, '.', 2) AS kid, u.id, k.key AS provider, k.value
-               FROM users u, jsonb_each_text(u.llm_keys_json) k"""
-        )
+        samples = await users_store.list_llm_key_samples(conn)
     for row in samples:
         if not keyring.configured:
             raise RuntimeError(

@@ -87,3 +87,9 @@ async def count_fragments(conn: asyncpg.Connection, *, purpose: str) -> int:
     return int(
         await conn.fetchval("SELECT count(*) FROM instance_keys WHERE purpose = $1", purpose)
     )
+
+
+async def lock_keys(conn: asyncpg.Connection) -> None:
+    """Lock ``instance_keys`` against concurrent writers until the transaction ends (readers
+    still read): two rotations cannot pick the same fragment."""
+    await conn.execute("LOCK TABLE instance_keys IN SHARE ROW EXCLUSIVE MODE")
