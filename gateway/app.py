@@ -22,7 +22,7 @@ from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
-from gateway.errors import install_error_handlers
+from gateway.http_errors import install_error_handlers
 from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
@@ -156,7 +156,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             agent_task = asyncio.create_task(agents.run(), name="confer-agents")
             sweeper = asyncio.create_task(run_sweeper(app.state.confer), name="confer-consent")
             translator = asyncio.create_task(
-                run_auto_translator(app.state.confer), name="confer-translate"
+                run_auto_translator(context.translator, app.state.confer.hub),
+                name="confer-translate",
             )
             trimmer = asyncio.create_task(trim_events_forever(pool, clock, settings))
             indexer = asyncio.create_task(
@@ -226,8 +227,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         agent_context,
     ):
         app.include_router(module.router)
+    # Starlette serves an endpoint that is not a function as a raw ASGI app (exact path, no
+    # redirect to "/mcp/" as a Mount would do); its annotation only names request handlers.
     app.router.add_route(
-        "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+        "/mcp",
+        mcp_app,  # type: ignore[arg-type]
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
     )
     for module in (api_keys, cards, contacts, permissions, translations):
         app.include_router(module.router)

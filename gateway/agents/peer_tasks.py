@@ -1,4 +1,5 @@
-"""Agent tasks started by peers, and the owner's ``privacy.allow_offline_response`` (issue 6).
+"""Agent tasks started by peers, and the owner's ``privacy.allow_offline_response``
+(docs/agents.md).
 
 When a peer's message to a local agent is delivered (policy allow, or the owner's consent), the
 agent answers it: :func:`enqueue_for_peer` queues a task for that conversation in the same

@@ -1,4 +1,4 @@
-"""Audited writes for MCP tools: the write and its audit row commit together (seed 004).
+"""Audited writes for MCP tools: the write and its audit row commit together (MCP server spec).
 
 A write that fails leaves no data but does leave an audit row with ``success = false`` and the
 error, written in a transaction of its own after the failed one rolled back.

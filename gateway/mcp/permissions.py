@@ -2,8 +2,8 @@
 
 The decision goes through :func:`gateway.services.consent.decide_in` inside
 :func:`gateway.mcp.audit.audited_write`, so the decision, the delivery or refusal it causes and
-the ``mcp_audit_log`` row commit together (seed 004). An expired request is resolved as denied
-after the failed transaction, exactly as ``POST /v1/permissions/{id}/decision`` does.
+the ``mcp_audit_log`` row commit together (MCP server spec). An expired request is resolved as
+denied after the failed transaction, exactly as ``POST /v1/permissions/{id}/decision`` does.
 """
 
 from __future__ import annotations

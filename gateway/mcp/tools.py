@@ -1,7 +1,7 @@
 """The MCP tools' bodies, one function per tool, each acting for an authenticated ``user``.
 
 Read tools only read. Write tools validate their input with the API's own models *inside* the
-audited write, so invalid input also leaves an audit row of the failure (seed 004).
+audited write, so invalid input also leaves an audit row of the failure (MCP server spec).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gateway.services.memory import index_text
 from gateway.services.search import SearchMode
 from gateway.state import AppState
 from gateway.store import memories as memories_store
+from gateway.store import permissions as permissions_store
 from gateway.store import users as users_store
 from gateway.store.mcp_audit import list_mcp_audit
 from models import User
@@ -99,14 +100,8 @@ async def get_session_context(
 async def list_pending_permissions(state: AppState, user: User, *, limit: int) -> dict[str, Any]:
     """``{"permissions": [...]}``: the user's rows with ``decision = 'pending'``."""
     async with state.pool.acquire() as conn:
-        records = await conn.fetch(
-            """SELECT p.id, p.action, p.scope_json AS scope, p.level, p.requested_by,
-                      p.expires_at, p.created_at, pa.did AS peer_did
-               FROM permissions p LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-               WHERE p.user_id = $1 AND p.decision = 'pending'
-               ORDER BY p.id DESC LIMIT $2""",
-            user.id,
-            min(max(limit, 1), 200),
+        records = await permissions_store.list_pending_with_peer(
+            conn, user_id=user.id, limit=min(max(limit, 1), 200)
         )
     return {"permissions": [_jsonable(dict(r)) for r in records]}
 
@@ -122,7 +117,8 @@ async def get_audit_log(
     since: datetime | None,
     limit: int,
 ) -> dict[str, Any]:
-    """``{"count", "entries": [McpAuditRow…]}`` newest first (seed 004 ``cs_get_audit_log``)."""
+    """``{"count", "entries": [McpAuditRow…]}`` newest first (MCP server spec
+    ``cs_get_audit_log``)."""
     async with state.pool.acquire() as conn:
         rows = await list_mcp_audit(
             conn,

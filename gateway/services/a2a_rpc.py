@@ -25,10 +25,10 @@ from a2a.protocol import (
     UnsupportedOperationError,
     message_text,
 )
-from gateway.a2a_callers import A2ACaller
 from gateway.errors import ValidationFailedError
 from gateway.services import federated_changes, federation
 from gateway.services import tasks as tasks_service
+from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.tasks import Recipient, status_update, task_json
 from gateway.state import AppState

@@ -21,10 +21,10 @@ from typing import Any
 import asyncpg
 
 from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_message
-from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub, Outgoing
 from gateway.services import unread
+from gateway.services.callers import A2ACaller
 from gateway.services.tasks import Recipient, held_for_owner, withdraw_agent_answer
 from gateway.state import AppState
 from gateway.store import audit as audit_store

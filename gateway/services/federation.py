@@ -13,7 +13,6 @@ from typing import Any
 import asyncpg
 
 from a2a.protocol import SendMessageParams, agent_text_message
-from gateway.a2a_callers import A2ACaller
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.errors import (
     ApiKeyScopeError,
@@ -23,6 +22,7 @@ from gateway.errors import (
 )
 from gateway.ids import is_ulid, new_id
 from gateway.services import consent, key_consent, policy
+from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.direct import api_conversation, peer_conversation

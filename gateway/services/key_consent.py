@@ -16,9 +16,9 @@ from typing import Any
 
 import asyncpg
 
-from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.services import policy
+from gateway.services.callers import A2ACaller
 from gateway.services.contacts import ContactSettings
 from gateway.services.direct import api_conversation
 from gateway.services.settlement import is_allowed, settle_task

@@ -1,7 +1,7 @@
 """Groups and membership: create a group, add/remove/leave, roles, rename/archive, settings.
 
-Rules (issue 4): only participants see a conversation (everyone else gets 404); admins add and
-remove participants, change roles, rename and archive; anyone may leave (the earliest member
+Rules (docs/conversations.md): only participants see a conversation (everyone else gets 404); admins
+add and remove participants, change roles, rename and archive; anyone may leave (the earliest member
 becomes admin when the last admin leaves); participants are only added to or removed from
 groups. Every change is one transaction that also appends a ``participant.changed`` or
 ``conversation.changed`` event to each local member's stream (and to a removed user's).

@@ -28,7 +28,7 @@ from gateway.clock import Clock
 from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
-from models import PeerAgentRow
+from models import Agent, PeerAgentRow, User
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ class LocalDocuments:
         if subject is None:
             return None
         kind, name = subject
+        found: User | Agent | None
         async with self._pool.acquire() as conn:
             if kind == "users":
                 found = await users_store.get_user_by_username(conn, username=name)
@@ -234,7 +235,8 @@ class PeerDirectory:
         endpoint = _endpoint(did, document, self._allow_http)
         facts = await self._agent_facts(did, document)
         if facts is None:
-            facts = cached.agent_facts_json if cached else {}
+            stored = cached.agent_facts_json if cached else None
+            facts = stored if isinstance(stored, dict) else {}
         return await self._store(did, cached, result, endpoint, facts, now)
 
     async def _store(

@@ -138,7 +138,7 @@ async def finish(
 ) -> bool:
     """End a running task as ``done`` or ``failed``; False when it is no longer running (its
     lease ran out and it was queued again — the caller must not store its answer)."""
-    result = await conn.execute(
+    result: str = await conn.execute(
         """UPDATE agent_tasks SET status = $2, finished_at = $3, reply_message_id = $4, error = $5,
                   lease_until = NULL
            WHERE id = $1 AND status = 'running'""",
@@ -201,7 +201,7 @@ async def withdraw_waiting(
     conn: asyncpg.Connection, *, conversation_id: str, reason: str, now: datetime
 ) -> bool:
     """Fail the conversation's ``waiting`` task with ``reason``; True when there was one."""
-    result = await conn.execute(
+    result: str = await conn.execute(
         """UPDATE agent_tasks SET status = 'failed', finished_at = $2, error = $3
            WHERE conversation_id = $1 AND status = 'waiting'""",
         conversation_id,

@@ -109,11 +109,12 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
 
 async def list_versions(conn: asyncpg.Connection, *, message_id: str) -> list[asyncpg.Record]:
     """Previous versions, oldest first."""
-    return await conn.fetch(
+    records: list[asyncpg.Record] = await conn.fetch(
         """SELECT version, content, content_json, created_at FROM message_versions
            WHERE message_id = $1 ORDER BY version""",
         message_id,
     )
+    return records
 
 
 async def get_details(conn: asyncpg.Connection, *, message_id: str) -> asyncpg.Record | None:
@@ -169,7 +170,7 @@ async def insert_idempotent(
 
 async def advance_read(conn: asyncpg.Connection, *, participant_id: str, message_id: str) -> bool:
     """Move the read position forward to ``message_id``; False when it already was past it."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         """INSERT INTO conversation_reads (participant_id, message_id) VALUES ($1, $2)
            ON CONFLICT (participant_id) DO UPDATE SET message_id = EXCLUDED.message_id
            WHERE conversation_reads.message_id < EXCLUDED.message_id""",

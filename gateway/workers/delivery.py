@@ -48,7 +48,7 @@ IDLE_WAIT = 5.0
 
 def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
     """Delay before attempt ``attempts + 1``: 1 s doubling per attempt, capped at 10 min."""
-    delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempts - 1))
+    delay: float = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempts - 1))
     return max(delay, min(retry_after or 0.0, BACKOFF_CAP * 6))
 
 
