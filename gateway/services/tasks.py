@@ -160,15 +160,17 @@ class TaskEvents:
                 queue.get_nowait()
             queue.put_nowait(event)
 
-        unwatch = await self.bus.watch_task(task_id, deliver)
         self._streams[task_id] = self._streams.get(task_id, 0) + 1
         try:
-            yield queue
+            unwatch = await self.bus.watch_task(task_id, deliver)
+            try:
+                yield queue
+            finally:
+                await unwatch()
         finally:
             count = self._streams.pop(task_id, 1) - 1
             if count:
                 self._streams[task_id] = count
-            await unwatch()
 
     def streams(self, task_id: str) -> int:
         """How many streams of this process watch ``task_id``."""
