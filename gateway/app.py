@@ -55,6 +55,7 @@ from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import LocalDocuments, PeerDirectory
+from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.workers.auto_translation import run_auto_translator
@@ -136,6 +137,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 context=context,
                 keyring=keyring,
                 agent_queue=agent_queue,
+                task_events=TaskEvents(hub.bus),
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (

@@ -123,7 +123,7 @@ async def release_waiting(
             await tasks_store.announce_queued(conn, dispatch)
     if task_events is not None:
         for row in settled:
-            task_events.publish(row)
+            await task_events.publish(row)
     return len(released)
 
 

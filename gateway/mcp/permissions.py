@@ -58,7 +58,7 @@ async def decide_permission(
             action=action,
         )
     if result["ok"]:
-        consent.publish_outcome(state, outcomes[0])
+        await consent.publish_outcome(state, outcomes[0])
     elif result["code"] == "permission_expired":
         await consent.expire(state, permission_id)
     return result

@@ -129,7 +129,7 @@ async def cancel_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:
 
 async def _follow(ctx: RpcContext, row: TaskRow, *, stop_on_interrupt: bool) -> AsyncIterator[Any]:
     """Yield status updates of ``row``'s task until it ends (or is interrupted)."""
-    with ctx.state.task_events.watch(row.id) as queue:
+    async with ctx.state.task_events.watch(row.id) as queue:
         # Re-read after subscribing, so an update between the first read and now is not lost.
         current = await tasks_service.get_task(ctx.state.pool, ctx.caller.ref, row.id)
         if current.state != row.state:

@@ -127,14 +127,14 @@ def publish_request(
     state.hub.publish([owner_id], PERMISSION_REQUESTED, permission_json(permission))
 
 
-def publish_outcome(state: AppState, outcome: Outcome) -> None:
+async def publish_outcome(state: AppState, outcome: Outcome) -> None:
     """Tell the owner's devices (and task subscribers) about a committed decision."""
     users = list(dict.fromkeys([outcome.owner_id, *outcome.also_notify]))
     for message in outcome.messages:
         state.hub.publish(users, MESSAGE_CREATED, message.model_dump(mode="json"))
     state.hub.publish([outcome.owner_id], PERMISSION_DECIDED, permission_json(outcome.permission))
     if outcome.task is not None:
-        state.task_events.publish(outcome.task)
+        await state.task_events.publish(outcome.task)
 
 
 async def list_permissions(
@@ -162,7 +162,7 @@ async def decide(
     except PermissionExpiredError:
         await expire(state, permission_id)
         raise
-    publish_outcome(state, outcome)
+    await publish_outcome(state, outcome)
     return outcome.permission
 
 
@@ -198,7 +198,7 @@ async def expire(state: AppState, permission_id: str) -> bool:
         if permission is None or permission.decision != "pending":
             return False
         outcome = await _resolve(conn, state, permission, "deny", None, None)
-    publish_outcome(state, outcome)
+    await publish_outcome(state, outcome)
     return True
 
 

@@ -154,7 +154,7 @@ async def apply_change(
     for outgoing in done.outgoing:
         await state.hub.send(outgoing)
     if done.task is not None:
-        state.task_events.publish(done.task)
+        await state.task_events.publish(done.task)
     answer = f"{kind.capitalize()} applied." if done.applied else "Nothing to change."
     reply = agent_text_message(
         answer,
