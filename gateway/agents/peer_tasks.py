@@ -11,13 +11,10 @@ instead and the peer's A2A task stays interrupted (``TASK_STATE_AUTH_REQUIRED`` 
 agent task and completes those A2A tasks when the owner's next device connects, so the owner
 is back before the agent answers. Callers wrap both in the task queue's ``after_commit``
 (:mod:`gateway.agents.queue`). The runtime sends the agent's answer to the
-conversation's peers through the outbox (:func:`reply_to_peers`).
+conversation's peers through the outbox (:func:`gateway.services.outbound.queue_for_peers`).
 """
 
 from __future__ import annotations
-
-from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -27,11 +24,8 @@ from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.services.tasks import TaskEvents
 from gateway.store import agent_tasks as tasks_store
-from gateway.store import conversations as conv_store
-from gateway.store import federation as federation_store
 from gateway.store import tasks as a2a_store
 from gateway.store.tasks import TaskRow
-from models import Agent, Message
 
 WAITING = "waiting"
 
@@ -167,24 +161,3 @@ async def _complete_held(conn: asyncpg.Connection, row: TaskRow, clock: Clock) -
     )
     assert done is not None, "the held task left AUTH_REQUIRED under our lock"
     return done
-
-
-async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Message) -> int:
-    """Queue the agent's stored answer in the outbox for every peer of its conversation
-    (signed A2A ``SendMessage`` on delivery); returns how many peers. Inside the transaction
-    that stored the answer."""
-    from gateway.services.conversations import params_for_peer  # avoids an import cycle
-
-    participants = await conv_store.list_participants(conn, conversation_id=message.conversation_id)
-    peers: list[dict[str, Any]] = [p for p in participants if p["participant_type"] == "peer_agent"]
-    for p in peers:
-        await federation_store.insert_outbox(
-            conn,
-            destination=urlsplit(p["endpoint"]).netloc.lower(),
-            endpoint=p["endpoint"],
-            sender_did=agent.did,
-            peer_id=p["peer_id"],
-            message_id=message.id,
-            payload=await params_for_peer(conn, message, sender_name=agent.name, peer_did=p["did"]),
-        )
-    return len(peers)

@@ -17,7 +17,6 @@ import asyncpg
 
 from gateway.agents.context import Assembly, assemble, split_history
 from gateway.agents.offline import OfflineProvider, best_source
-from gateway.agents.peer_tasks import reply_to_peers
 from gateway.agents.providers import ChatCall, ProviderError, Source
 from gateway.agents.registry import ProviderRegistry
 from gateway.agents.tokens import estimate_tokens
@@ -25,6 +24,7 @@ from gateway.clock import Clock
 from gateway.errors import ConversationNotFoundError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
+from gateway.services.outbound import Post, queue_for_peers
 from gateway.settings import Settings
 from gateway.store import agent_context as context_store
 from gateway.store import agent_tasks as tasks_store
@@ -264,7 +264,7 @@ class AgentRuntime:
             message = await messages_store.get_message(conn, id=message_id)
             assert message is not None
             if sender_type == "own_agent":  # answers reach the conversation's peers too
-                await reply_to_peers(conn, agent, message)
+                await queue_for_peers(conn, Post(message, sender_name=agent.name))
         self._hub.publish(members, MESSAGE_CREATED, message.model_dump(mode="json"))
 
     async def compact_if_needed(self, conversation_id: str, agent: Agent, owner: User) -> bool:

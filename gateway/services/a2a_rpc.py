@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -70,8 +71,7 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
             if params.tenant:
                 recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
             else:
-                confer = (params.message.metadata or {}).get("confer") or {}
-                did = confer.get("recipient") if isinstance(confer, dict) else None
+                did = ConferMetadata.of(params.message.metadata).recipient
                 recipient = await federation.recipient_for_did(conn, ctx.state.identity, did)
         await federation.admit(conn, ctx.caller, recipient)
     return recipient
@@ -92,7 +92,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
     a peer's edit or delete of an earlier message → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
-    change = federated_changes.change_of(params)
+    change = ConferMetadata.of(params.message.metadata).change()
     if change is not None:
         text = ""
         if change[0] == "edit":

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -22,7 +21,8 @@ from gateway.agents.peer_tasks import enqueue_for_peer
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
 from gateway.services import key_consent
-from gateway.services.conversations import MESSAGE_CREATED, send_message_params
+from gateway.services.conversations import MESSAGE_CREATED
+from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.policy import Verdict
 from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient
@@ -323,22 +323,15 @@ async def _answer(
         sender_did=agent.did,
         content=text,
     )
-    # in the requester's terms: its context and its id of the request (see params_for_peer)
-    payload = send_message_params(
+    # in the requester's terms: its context and its id of the request
+    answer = Post(
         message,
         sender_name=agent.name,
-        recipient_did=peer.did,
+        to=peer,
         context_id=task.context_id,
         in_reply_to=task.remote_message_id,
+        task_id=task.id,
+        decision=decision,
     )
-    payload["message"]["metadata"]["confer"].update(taskId=task.id, decision=decision)
-    await federation_store.insert_outbox(
-        conn,
-        destination=urlsplit(peer.endpoint).netloc.lower(),
-        endpoint=peer.endpoint,
-        sender_did=agent.did,
-        peer_id=peer.id,
-        message_id=message.id,
-        payload=payload,
-    )
+    await queue_for_peers(conn, answer)
     return message

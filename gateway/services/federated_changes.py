@@ -1,6 +1,7 @@
 """Federated edits and deletes: a changed message follows the original to every peer.
 
-Outbound (in the edit/delete transaction): one outbox row per peer the original was sent to,
+Outbound (in the edit/delete transaction, :func:`gateway.services.outbound.queue_for_peers` with
+a :class:`~gateway.services.outbound.Change`): one outbox row per peer the original was sent to,
 an A2A ``SendMessage`` whose message has a fresh ``messageId`` and carries
 ``metadata.confer.edit = {"messageId": <original>, "version": <new version>}`` (the new text in
 its parts) or ``metadata.confer.delete = {"messageId": <original>}``. The durable outbox keeps
@@ -20,6 +21,7 @@ from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_message
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub, Outgoing
@@ -40,67 +42,6 @@ from models import Message
 
 MESSAGE_EDITED = "message.edited"
 MESSAGE_DELETED = "message.deleted"
-
-
-async def _queue(
-    conn: asyncpg.Connection, message_id: str, conversation_id: str, parts: list[Any], **change: Any
-) -> int:
-    targets = await store.delivery_targets(conn, message_id=message_id)
-    for t in targets:
-        confer = {"sender": t["sender_did"], "recipient": t["recipient"], **change}
-        payload = {
-            "message": {
-                "messageId": new_id(),
-                "contextId": conversation_id,
-                "role": "ROLE_USER",
-                "parts": parts,
-                "metadata": {"confer": confer},
-            },
-            "configuration": {"returnImmediately": True},
-        }
-        await federation_store.insert_outbox(
-            conn,
-            destination=t["destination"],
-            endpoint=t["endpoint"],
-            sender_did=t["sender_did"],
-            peer_id=t["peer_id"],
-            message_id=message_id,
-            payload=payload,
-        )
-    return len(targets)
-
-
-async def queue_edit(conn: asyncpg.Connection, message: Message, version: int) -> int:
-    """Queue the edited ``message`` (now at ``version``) to its peers; returns how many."""
-    change = {"messageId": message.id, "version": version}
-    parts = [{"text": message.content or ""}]
-    return await _queue(conn, message.id, message.conversation_id, parts, edit=change)
-
-
-async def queue_delete(conn: asyncpg.Connection, message_id: str, conversation_id: str) -> int:
-    """Queue the deletion of ``message_id`` to the peers that have (or are getting) it.
-
-    Call after pending deliveries were dropped: peers that never got the message are not told.
-    """
-    change = {"messageId": message_id}
-    return await _queue(conn, message_id, conversation_id, [{"text": "(deleted)"}], delete=change)
-
-
-def change_of(params: SendMessageParams) -> tuple[str, dict[str, Any]] | None:
-    """``("edit" | "delete", change)`` when the message carries one, else None.
-
-    Raises InvalidParamsError when the change has no string ``messageId``.
-    """
-    confer = (params.message.metadata or {}).get("confer")
-    if not isinstance(confer, dict):
-        return None
-    for kind in ("edit", "delete"):
-        if kind in confer:
-            change = confer[kind]
-            if not isinstance(change, dict) or not isinstance(change.get("messageId"), str):
-                raise InvalidParamsError(f"Invalid params: message.metadata.confer.{kind}")
-            return kind, change
-    return None
 
 
 @dataclass
@@ -127,28 +68,26 @@ async def apply_change(
 
     Raises InvalidParamsError for API-key callers (changes travel between instances only).
     """
-    found = change_of(params)
+    found = ConferMetadata.of(params.message.metadata).change()
     assert found is not None
     kind, change = found
     if caller.peer is None:
         raise InvalidParamsError("Invalid params: edits and deletes travel between instances")
     async with state.pool.acquire() as conn, conn.transaction():
         done = _Applied()
-        message = await _own_copy(conn, caller, recipient, change["messageId"])
+        message = await _own_copy(conn, caller, recipient, change.messageId)
         if message is not None:
             done.message_id = message.id
             if kind == "edit":
-                edited = await _edit(conn, state.hub, message, text, change.get("version"))
+                edited = await _edit(conn, state.hub, message, text, change.version)
                 done.outgoing += [edited] if edited else []
             else:
                 done.outgoing.append(await _delete(conn, state.hub, message))
                 done.invalidate.append(message.conversation_id)
                 done.task = await _withdraw_held(conn, state, message.id) or done.task
         else:
-            await _change_held(
-                conn, state, caller, recipient, kind, change["messageId"], text, done
-            )
-        await _audit(conn, caller, kind, change["messageId"], done)
+            await _change_held(conn, state, caller, recipient, kind, change.messageId, text, done)
+        await _audit(conn, caller, kind, change.messageId, done)
     for conversation_id in done.invalidate:
         await unread.invalidate(state.hub.ephemeral, conversation_id)
     for outgoing in done.outgoing:
@@ -161,7 +100,7 @@ async def apply_change(
         message_id=new_id(),
         context_id=params.message.contextId or new_id(),
         task_id=new_id(),
-        data={"applied": done.applied, "messageId": change["messageId"]},
+        data={"applied": done.applied, "messageId": change.messageId},
     )
     return {"message": reply}
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import SendMessageParams, agent_text_message
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.errors import (
@@ -92,15 +93,9 @@ async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Re
         raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
 
 
-def _claimed_sender(params: SendMessageParams) -> str | None:
-    confer = (params.message.metadata or {}).get("confer")
-    sender = confer.get("sender") if isinstance(confer, dict) else None
-    return sender if isinstance(sender, str) else None
-
-
 def check_sender(caller: A2ACaller, params: SendMessageParams) -> None:
     """A signed message may only claim the DID that signed it. Raises FederationAuthError."""
-    claimed = _claimed_sender(params)
+    claimed = ConferMetadata.of(params.message.metadata).sender
     if caller.peer is not None and claimed is not None and claimed != caller.peer.peer.did:
         raise FederationAuthError(
             "signature_sender_mismatch",
@@ -196,8 +191,7 @@ async def _retried(
 
 def requested_action(params: SendMessageParams) -> str:
     """The policy action a message asks for: ``metadata.confer.action``, default ``ask``."""
-    confer = (params.message.metadata or {}).get("confer")
-    action = confer.get("action") if isinstance(confer, dict) else None
+    action = ConferMetadata.of(params.message.metadata).action
     return action if action in policy.LEVELS else policy.DEFAULT_ACTION
 
 
@@ -432,9 +426,8 @@ async def _local_reply_target(
     """Our id of the message ``metadata.confer.inReplyTo`` answers, when it is in the
     conversation: one of ours (the peer names it by our id) or one the peer sent us earlier
     (named by its own id, found in the inbox); else None (the reply stands alone)."""
-    confer = (params.message.metadata or {}).get("confer")
-    named = confer.get("inReplyTo") if isinstance(confer, dict) else None
-    if not isinstance(named, str) or not is_ulid(named):
+    named = ConferMetadata.of(params.message.metadata).inReplyTo
+    if named is None or not is_ulid(named):
         return None
     for candidate in (
         named,

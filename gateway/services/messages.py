@@ -21,9 +21,10 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, unread
+from gateway.services import unread
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
+from gateway.services.outbound import Change, queue_for_peers
 from gateway.services.participants import require_membership
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
@@ -120,7 +121,7 @@ async def edit_message(
         users = await _local_users(conn, conversation_id)
         body = {**message.model_dump(mode="json"), "version": current + 1}
         outgoing = await hub.append(conn, users, MESSAGE_EDITED, body)
-        await federated_changes.queue_edit(conn, message, current + 1)
+        await queue_for_peers(conn, Change.edit(message, current + 1))
     await hub.send(outgoing)
     return await get_message(pool, user, conversation_id, message_id)
 
@@ -155,7 +156,7 @@ async def delete_message(
             conn, user_ids=users, message_id=message_id, tombstone=tombstone
         )
         await change_store.drop_pending_deliveries(conn, message_id=message_id)
-        await federated_changes.queue_delete(conn, message_id, conversation_id)
+        await queue_for_peers(conn, Change.delete(message_id, conversation_id))
         outgoing = await hub.append(conn, users, MESSAGE_DELETED, tombstone)
     await unread.invalidate(hub.ephemeral, conversation_id)
     await hub.send(outgoing)

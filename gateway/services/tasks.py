@@ -22,6 +22,7 @@ from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import (
     TERMINAL_STATES,
     InvalidParamsError,
@@ -296,8 +297,8 @@ async def cancel_task(
 
 def held_for_owner(row: TaskRow) -> bool:
     """True for a delivered request whose answer waits for its offline owner."""
-    confer = (row.metadata_json or {}).get("confer") or {}
-    return row.state == "TASK_STATE_AUTH_REQUIRED" and bool(confer.get("heldUntilOwnerReturns"))
+    confer = ConferMetadata.of(row.metadata_json)
+    return row.state == "TASK_STATE_AUTH_REQUIRED" and bool(confer.heldUntilOwnerReturns)
 
 
 async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:

@@ -53,6 +53,20 @@ async def insert_outbox(
     return outbox_id
 
 
+async def list_peer_destinations(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> list[asyncpg.Record]:
+    """The peer agents taking part in ``conversation_id``, by join order: ``peer_id``,
+    ``did`` and A2A ``endpoint`` of each (where a message posted there is delivered)."""
+    return await conn.fetch(
+        """SELECT pa.id AS peer_id, pa.did, pa.endpoint
+           FROM conversation_participants p JOIN peer_agents pa ON pa.id = p.peer_id
+           WHERE p.conversation_id = $1 AND p.participant_type = 'peer_agent'
+           ORDER BY p.id""",
+        conversation_id,
+    )
+
+
 async def claim_due(
     conn: asyncpg.Connection,
     *,
