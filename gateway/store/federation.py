@@ -58,13 +58,14 @@ async def list_peer_destinations(
 ) -> list[asyncpg.Record]:
     """The peer agents taking part in ``conversation_id``, by join order: ``peer_id``,
     ``did`` and A2A ``endpoint`` of each (where a message posted there is delivered)."""
-    return await conn.fetch(
+    records: list[asyncpg.Record] = await conn.fetch(
         """SELECT pa.id AS peer_id, pa.did, pa.endpoint
            FROM conversation_participants p JOIN peer_agents pa ON pa.id = p.peer_id
            WHERE p.conversation_id = $1 AND p.participant_type = 'peer_agent'
            ORDER BY p.id""",
         conversation_id,
     )
+    return records
 
 
 async def claim_due(
