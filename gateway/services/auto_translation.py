@@ -12,15 +12,19 @@ computed from the tables, nothing is lost across restarts.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import asyncpg
 
+from gateway.db import Transaction
 from gateway.errors import ConferError, ConversationNotFoundError
+from gateway.realtime.hub import EventHub
 from gateway.state import AppState
 from gateway.store import conversations as conv_store
 from gateway.store import users as users_store
 from models import User
+from models.translation import MessageTranslation
 
 MESSAGE_TRANSLATED = "message.translated"
 MAX_FAILURES = 3  # per (message, language) and process; then that message is skipped
@@ -101,6 +105,18 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[dict[str, Any]]:
     return [dict(r) for r in records]
 
 
+async def _announce(
+    hub: EventHub,
+    user_id: str,
+    conversation_id: str,
+    tx: Transaction,
+    result: MessageTranslation,
+) -> None:
+    """``message.translated`` to the participant, in the transaction storing the translation."""
+    data = {"conversation_id": conversation_id, **result.model_dump(mode="json")}
+    await hub.append(tx, [user_id], MESSAGE_TRANSLATED, data)
+
+
 async def translate_pending(state: AppState, failures: dict[tuple[str, str], int]) -> int:
     """Translate what :func:`pending` lists and notify each participant; returns how many.
 
@@ -120,14 +136,18 @@ async def translate_pending(state: AppState, failures: dict[tuple[str, str], int
             user = await users_store.get_user(conn, id=item["user_id"])
         if user is None:
             continue
+        conversation_id = item["conversation_id"]
         try:
-            result = await translate_message(
-                state, user, item["conversation_id"], item["message_id"], item["language"]
+            await translate_message(
+                state,
+                user,
+                conversation_id,
+                item["message_id"],
+                item["language"],
+                announce=functools.partial(_announce, state.hub, user.id, conversation_id),
             )
         except ConferError:
             failures[key] = failures.get(key, 0) + 1
             continue
-        data = {"conversation_id": item["conversation_id"], **result.model_dump(mode="json")}
-        state.hub.publish([user.id], MESSAGE_TRANSLATED, data)
         done += 1
     return done
