@@ -152,7 +152,10 @@ class EventHub:
         ``tx`` has committed (:meth:`gateway.db.Transaction.call_after`). A lost publish is
         recovered by the device's replay from the stored offset. With ``conversation_id`` the
         event is also announced on the conversation's subject (``{"type", "data"}``).
+        Raises ValueError for an ephemeral type (those go through :meth:`emit_ephemeral`).
         """
+        if event_type in EPHEMERAL_TYPES:
+            raise ValueError(f"{event_type} is ephemeral: use emit_ephemeral")
         users = sorted(set(user_ids))
         text = _json(data)
         if users:
