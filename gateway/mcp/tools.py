@@ -9,14 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 from pydantic import JsonValue
 
+from gateway.db import Transaction
 from gateway.errors import ValidationFailedError
 from gateway.ids import new_id
 from gateway.mcp.audit import audited_write
 from gateway.mcp.session_context import session_context
-from gateway.realtime.hub import Outgoing
 from gateway.services import conversations as conversations_service
 from gateway.services import project_memory as project_memory_service
 from gateway.services.memory import index_text
@@ -144,31 +143,25 @@ async def send_message(
 ) -> dict[str, Any]:
     """Post as the user with ``via: claude-code``; audited with the message in one transaction."""
     payload = {"conversation_id": conversation_id, "content": content, "in_reply_to": in_reply_to}
-    pushed: list[Outgoing] = []
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = MessageCreate(content=content, in_reply_to=in_reply_to, via="claude-code")
-        message, outgoing = await conversations_service.store_user_message(
-            conn, state.hub, user, conversation_id, data
+        message = await conversations_service.store_user_message(
+            tx, state.hub, state.agent_queue, user, conversation_id, data
         )
-        if outgoing is not None:
-            pushed.append(outgoing)
         return {"message_id": message.id, "conversation_id": conversation_id}, message.id
 
-    async with state.agent_queue.after_commit():  # the agent's task, if the message starts one
-        result = await audited_write(
-            state.pool,
-            user_id=user.id,
-            agent=agent,
-            tool_name="confer_send_message",
-            payload=payload,
-            target_table="messages",
-            action=action,
-        )
-    if result["ok"]:
-        for outgoing in pushed:  # published only once the audited transaction has committed
-            await state.hub.send(outgoing)
-    return result
+    # the message's events and the agent's task reach devices and workers once the audited
+    # transaction has committed
+    return await audited_write(
+        state.pool,
+        user_id=user.id,
+        agent=agent,
+        tool_name="confer_send_message",
+        payload=payload,
+        target_table="messages",
+        action=action,
+    )
 
 
 async def record_memory(
@@ -191,7 +184,8 @@ async def record_memory(
         "domain": domain,
     }
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
+        conn = tx.conn
         data = MemoryCreate.model_validate(
             {
                 "type": type,
@@ -259,10 +253,10 @@ async def update_project_memory(
     }
     payload = {"project_id": project_id, "peer_did": peer_did, **sent}
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = ProjectMemoryWrite.model_validate(sent)
         document, created = await project_memory_service.write_in(
-            conn, user, project_id, peer_did, data, if_match=None, via="mcp", keep_unset=True
+            tx.conn, user, project_id, peer_did, data, if_match=None, via="mcp", keep_unset=True
         )
         target = f"{project_id}:{peer_did}"
         return {"version": document.version, "created": created}, target

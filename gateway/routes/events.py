@@ -133,8 +133,9 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     device = new_id()
     await presence.device_connected(state.pool, state.hub, auth.user, device)
     # the owner is back: held peer requests complete and the agent answers them
-    async with state.agent_queue.after_commit():
-        await release_waiting(state.pool, state.clock, auth.user.id, state.task_events)
+    await release_waiting(
+        state.pool, state.clock, state.agent_queue, auth.user.id, state.task_events
+    )
     ready = {"user_id": auth.user.id, "did": auth.user.did}
     running = asyncio.create_task(session.run(ready, resume))
     watchdog = asyncio.create_task(_watch_session(websocket, state, auth, device))

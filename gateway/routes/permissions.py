@@ -43,4 +43,7 @@ async def decide_permission(
     permission_id: str, data: PermissionDecisionCreate, current: Current, state: State
 ) -> PermissionRow:
     """Allow once, allow always (reused within ``scope``) or deny; the requester is told."""
-    return await consent.decide(state, current.user, permission_id, data.decision, data.scope)
+    deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)
+    return await consent.decide(
+        state.pool, deps, current.user, permission_id, data.decision, data.scope
+    )

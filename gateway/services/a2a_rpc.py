@@ -82,8 +82,18 @@ async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
     text = message_text(params.message, ctx.state.settings.max_message_chars)
     federation.check_sender(ctx.caller, params)
     recipient = await _recipient(ctx, params)
+    state = ctx.state
     task, created = await federation.receive_message(
-        ctx.state, ctx.caller, recipient, params, text, ctx.ip
+        ctx.caller,
+        recipient,
+        params,
+        text,
+        ctx.ip,
+        pool=state.pool,
+        hub=state.hub,
+        queue=state.agent_queue,
+        clock=state.clock,
+        permission_ttl_seconds=state.settings.permission_ttl_seconds,
     )
     return task, created
 
@@ -99,7 +109,17 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
             text = message_text(params.message, ctx.state.settings.max_message_chars)
         federation.check_sender(ctx.caller, params)
         recipient = await _recipient(ctx, params)
-        return await federated_changes.apply_change(ctx.state, ctx.caller, recipient, params, text)
+        state = ctx.state
+        return await federated_changes.apply_change(
+            ctx.caller,
+            recipient,
+            params,
+            text,
+            pool=state.pool,
+            hub=state.hub,
+            clock=state.clock,
+            task_events=state.task_events,
+        )
     task, _ = await _send(ctx, raw)
     return {"task": task_json(task)}
 

@@ -12,10 +12,12 @@ computed from the tables, nothing is lost across restarts.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import asyncpg
 
+from gateway.db import Transaction
 from gateway.errors import ConferError, ConversationNotFoundError
 from gateway.realtime.hub import EventHub
 from gateway.services.translation import Translator, translate_message
@@ -23,6 +25,7 @@ from gateway.store import conversations as conv_store
 from gateway.store import translations as translations_store
 from gateway.store import users as users_store
 from models import User
+from models.translation import MessageTranslation
 
 MESSAGE_TRANSLATED = "message.translated"
 MAX_FAILURES = 3  # per (message, language) and process; then that message is skipped
@@ -67,11 +70,24 @@ async def clear_language(pool: asyncpg.Pool, user: User, conversation_id: str) -
         )
 
 
+async def _announce(
+    hub: EventHub,
+    user_id: str,
+    conversation_id: str,
+    tx: Transaction,
+    result: MessageTranslation,
+) -> None:
+    """``message.translated`` to the participant, in the transaction storing the translation."""
+    data = {"conversation_id": conversation_id, **result.model_dump(mode="json")}
+    await hub.append(tx, [user_id], MESSAGE_TRANSLATED, data)
+
+
 async def translate_pending(
     translator: Translator, hub: EventHub, failures: dict[tuple[str, str], int]
 ) -> int:
     """Translate up to 50 pending messages (oldest first) and send each participant a
-    ``message.translated`` event through ``hub``; returns how many were translated.
+    ``message.translated`` event through ``hub``, appended in the transaction that stores the
+    translation; returns how many were translated.
 
     ``failures`` counts failed attempts per (message, language) across calls; after
     :data:`MAX_FAILURES` a message is skipped by this process.
@@ -87,14 +103,18 @@ async def translate_pending(
             user = await users_store.get_user(conn, id=item["user_id"])
         if user is None:
             continue
+        conversation_id = item["conversation_id"]
         try:
-            result = await translate_message(
-                translator, user, item["conversation_id"], item["message_id"], item["language"]
+            await translate_message(
+                translator,
+                user,
+                conversation_id,
+                item["message_id"],
+                item["language"],
+                announce=functools.partial(_announce, hub, user.id, conversation_id),
             )
         except ConferError:
             failures[key] = failures.get(key, 0) + 1
             continue
-        data = {"conversation_id": item["conversation_id"], **result.model_dump(mode="json")}
-        hub.publish([user.id], MESSAGE_TRANSLATED, data)
         done += 1
     return done

@@ -1,7 +1,8 @@
 """Conversations and messages: create, post (store + fan-out + outbox), list.
 
-Posting is the hot path: one transaction stores the message and queues one outbox row per
-remote participant; after commit the event is pushed to every local member's devices.
+Posting is the hot path: one transaction stores the message, queues one outbox row per
+remote participant and appends the ``message.created`` event to every local member's stream;
+after commit the event is pushed to their devices.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import json
 import asyncpg
 
 from did.web import split_did_url
+from gateway.agents.queue import TaskQueue
 from gateway.agents.worker import enqueue_for_message
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     AgentNotReachableError,
     ConversationArchivedError,
@@ -25,7 +28,7 @@ from gateway.errors import (
 )
 from gateway.ids import new_id
 from gateway.realtime.ephemeral import EphemeralStore
-from gateway.realtime.hub import EventHub, Outgoing
+from gateway.realtime.hub import EventHub
 from gateway.services.attachments import link_to_message
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
@@ -268,6 +271,7 @@ async def check_can_post(
 async def post_message(
     pool: asyncpg.Pool,
     hub: EventHub,
+    queue: TaskQueue,
     user: User,
     conversation_id: str,
     data: MessageCreate,
@@ -282,34 +286,35 @@ async def post_message(
     ObserverCannotPostError / ConversationArchivedError, and ValidationFailedError for a
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
-    async with pool.acquire() as conn, conn.transaction():
-        message, outgoing = await store_user_message(
-            conn, hub, user, conversation_id, data, idempotency_key=idempotency_key
+    async with transaction(pool) as tx:
+        return await store_user_message(
+            tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key
         )
-    if outgoing is not None:
-        await hub.send(outgoing)
-    return message
 
 
 async def store_user_message(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     hub: EventHub,
+    queue: TaskQueue,
     user: User,
     conversation_id: str,
     data: MessageCreate,
     *,
     idempotency_key: str | None = None,
-) -> tuple[Message, Outgoing | None]:
-    """The body of :func:`post_message`, inside the caller's transaction.
+) -> Message:
+    """The body of :func:`post_message`, inside the caller's unit of work.
 
-    Returns the message and the events to publish with ``hub.send`` once the transaction has
-    committed (None when an idempotent retry returned an earlier message).
+    The ``message.created`` event is appended to every local member's stream in ``tx``, and the
+    agent tasks the message starts are announced on ``queue``; both reach the bus and the
+    workers once ``tx`` commits. An idempotent retry returns the earlier message and adds
+    nothing.
     """
+    conn = tx.conn
     validate_message(data)
     if idempotency_key is not None:
         earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
         if earlier is not None:
-            return earlier, None
+            return earlier
     conversation = await conv_store.get_conversation_for_user(
         conn, conversation_id=conversation_id, user_id=user.id
     )
@@ -352,7 +357,8 @@ async def store_user_message(
             message_id=message.id,
         )
     await enqueue_for_message(
-        conn,
+        tx,
+        queue,
         conversation_id=conversation_id,
         message_id=message.id,
         sender_user_id=user.id,
@@ -364,12 +370,8 @@ async def store_user_message(
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
     local_users = [p["user_id"] for p in participants if p["user_id"]]
     body = message.model_dump(mode="json")
-    outgoing = await hub.append(conn, local_users, MESSAGE_CREATED, body)
-    outgoing.conversation = (
-        conversation_id,
-        json.dumps({"type": MESSAGE_CREATED, "data": body}),
-    )
-    return message, outgoing
+    await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
+    return message
 
 
 def request_hash(conversation_id: str, data: MessageCreate) -> str:

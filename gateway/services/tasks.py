@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -32,6 +33,7 @@ from a2a.protocol import (
     agent_text_message,
 )
 from gateway.clock import Clock
+from gateway.db import transaction
 from gateway.ids import new_id
 from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.store import agent_tasks as agent_tasks_store
@@ -251,7 +253,8 @@ async def cancel_task(
 
     Raises TaskNotFoundError or TaskNotCancelableError (already terminal).
     """
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         row = await store.get_task(conn, id=task_id, caller=caller)
         if row is None:
             raise TaskNotFoundError(f"no task {task_id}")
@@ -275,7 +278,7 @@ async def cancel_task(
         if updated is None:
             raise TaskNotCancelableError(f"task {task_id} finished meanwhile")
         if held_for_owner(row):
-            await withdraw_agent_answer(conn, clock, row)
+            await withdraw_agent_answer(conn, clock.now(), row)
         if row.permission_id:  # the pending consent request is withdrawn with the task
             await permissions_store.decide_permission(
                 conn,
@@ -291,7 +294,7 @@ async def cancel_task(
             user_id=row.user_id,
             details={"task_id": row.id, "caller": caller},
         )
-    await events.publish(updated)
+        tx.call_after(functools.partial(events.publish, updated))
     return updated
 
 
@@ -301,7 +304,7 @@ def held_for_owner(row: TaskRow) -> bool:
     return row.state == "TASK_STATE_AUTH_REQUIRED" and bool(confer.heldUntilOwnerReturns)
 
 
-async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:
+async def withdraw_agent_answer(conn: asyncpg.Connection, now: datetime, row: TaskRow) -> None:
     """The requester canceled a task held for the owner: the agent's waiting answer is
     withdrawn unless another held task of the same conversation still asks for it; then it
     answers the newest of those instead of the canceled request."""
@@ -318,7 +321,7 @@ async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: Tas
             conn,
             conversation_id=conversation_id,
             reason="withdrawn: the requester canceled",
-            now=clock.now(),
+            now=now,
         )
     else:  # the agent will answer the newest request still held, not the canceled one
         await agent_tasks_store.repoint_waiting(

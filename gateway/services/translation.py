@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
 
 from gateway.agents.providers import ChatCall, ProviderError
 from gateway.agents.registry import ProviderRegistry
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     ConversationNotFoundError,
     MessageNotFoundError,
@@ -64,10 +66,23 @@ def translation_call(choice: ModelChoice, text: str, source: str, target: str) -
     )
 
 
+Announce = Callable[[Transaction, MessageTranslation], Awaitable[None]]
+"""Appends the stream event that tells of a translation, in the unit of work that stores it."""
+
+
 async def translate_message(
-    translator: Translator, user: User, conversation_id: str, message_id: str, target: str
+    translator: Translator,
+    user: User,
+    conversation_id: str,
+    message_id: str,
+    target: str,
+    *,
+    announce: Announce | None = None,
 ) -> MessageTranslation:
     """The message in ``target``, stored or reused (``reused`` says which).
+
+    ``announce`` runs in the transaction that stores the translation (so its event commits
+    with it), or in one of its own when a stored translation is reused.
 
     Raises ConversationNotFoundError / MessageNotFoundError (404: not a participant, or no such
     visible message in the conversation), NothingToTranslateError (422), TranslationFailedError
@@ -76,10 +91,12 @@ async def translate_message(
     message, choice = await _load(translator.pool, user, conversation_id, message_id)
     text = message.content or ""
     digest = hashlib.sha256(text.encode()).hexdigest()
-    async with translator.pool.acquire() as conn:
+    async with transaction(translator.pool) as tx:
         found = await store.find_translation(
-            conn, message_id=message.id, target=target, source_sha256=digest
+            tx.conn, message_id=message.id, target=target, source_sha256=digest
         )
+        if found is not None and announce is not None:
+            await announce(tx, found)
     if found is not None:
         return found
     source = message.language or UNDETERMINED
@@ -93,7 +110,8 @@ async def translate_message(
         "model": choice.model,
         "text": translated,
     }
-    async with translator.pool.acquire() as conn:
+    async with transaction(translator.pool) as tx:
+        conn = tx.conn
         stored = await store.insert_translation(
             conn,
             id=new_id(),
@@ -107,7 +125,9 @@ async def translate_message(
             stored = await store.find_translation(
                 conn, message_id=message.id, target=target, source_sha256=digest
             )
-    assert stored is not None
+        assert stored is not None
+        if announce is not None:
+            await announce(tx, stored)
     return stored
 
 
