@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## Two Confer processes on loopback exchanging signed messages.
 demo: $(STAMP)
@@ -33,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/roundtrip.py
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/agent.py
+	$(BIN)/python bench/fanout.py
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate

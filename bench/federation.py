@@ -141,6 +141,13 @@ async def main(calls: int, concurrency: int) -> None:
             )
         ).json()
         agent_id = bob["user"]["agent_did"].rsplit(":", 1)[1]
+        # Bob is offline during the bench: let his agent answer anyway, so each delivery ends
+        # TASK_STATE_COMPLETED instead of held for the owner (TASK_STATE_AUTH_REQUIRED).
+        await client.patch(
+            f"{b_url}/v1/me",
+            json={"preferences": {"privacy": {"allow_offline_response": True}}},
+            headers={"Authorization": f"Bearer {bob['access_token']}"},
+        )
         async with b_state.pool.acquire() as conn:  # allow signed peers without consent
             await conn.execute(
                 """UPDATE agents SET policies_json = '{"default": "auto", "rules": []}'

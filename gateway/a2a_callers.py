@@ -9,32 +9,16 @@ peer over its budget (per domain, per DID) gets 429 with ``Retry-After``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from gateway.deps import State
 from gateway.errors import ApiKeyInvalidError, RateLimitedError
-from gateway.federation_auth import VerifiedPeer, audit_rejection, verify_signed_request
+from gateway.federation_auth import audit_rejection, verify_signed_request
 from gateway.services import api_keys
-from gateway.store.api_keys import ApiKeyRow
+from gateway.services.callers import A2ACaller
 from gateway.workers.delivery import resume_destination
-
-
-@dataclass(frozen=True)
-class A2ACaller:
-    """An authenticated caller. ``ref`` (``peer:<did>`` / ``key:<id>``) owns its tasks."""
-
-    ref: str
-    body: bytes
-    peer: VerifiedPeer | None = None
-    api_key: ApiKeyRow | None = None
-
-    @property
-    def origin(self) -> str:
-        """The de-duplication origin of its messages: the peer DID, or ``key:<id>``."""
-        return self.peer.peer.did if self.peer else self.ref
 
 
 def _bearer(request: Request) -> str | None:

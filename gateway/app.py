@@ -23,7 +23,7 @@ from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
-from gateway.errors import install_error_handlers
+from gateway.http_errors import install_error_handlers
 from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
@@ -56,13 +56,14 @@ from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import LocalDocuments, PeerDirectory
+from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
-from gateway.workers.streams import trim_events_forever
+from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
 
 DESCRIPTION = """\
@@ -138,6 +139,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 context=context,
                 keyring=keyring,
                 agent_queue=agent_queue,
+                task_events=TaskEvents(hub.bus),
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (
@@ -158,8 +160,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ("delivery", DeliveryWorker(pool, http, identity, clock, settings, policy).run),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(state)),
-                ("translate", lambda: run_auto_translator(state)),
-                ("trim-events", lambda: trim_events_forever(pool, clock, settings)),
+                ("translate", lambda: run_auto_translator(context.translator, state.hub)),
+                ("retention", lambda: run_retention(pool, clock, settings)),
                 ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
             ]
             try:
@@ -220,8 +222,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         agent_context,
     ):
         app.include_router(module.router)
+    # Starlette serves an endpoint that is not a function as a raw ASGI app (exact path, no
+    # redirect to "/mcp/" as a Mount would do); its annotation only names request handlers.
     app.router.add_route(
-        "/mcp", mcp_app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+        "/mcp",
+        mcp_app,  # type: ignore[arg-type]
+        methods=["GET", "POST", "DELETE"],
+        include_in_schema=False,
     )
     for module in (api_keys, cards, contacts, permissions, translations):
         app.include_router(module.router)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 import typer
@@ -34,7 +34,7 @@ def serve(
     port: int | None = typer.Option(None, help="Port (default CONFER_PORT)."),
 ) -> None:
     """Run the gateway (embedded PostgreSQL unless CONFER_DATABASE_URL is set)."""
-    overrides = {"host": host, "port": port}
+    overrides: dict[str, Any] = {"host": host, "port": port}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     uvicorn.run(
         create_app(settings),

@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 import httpx
 import websockets
+from websockets.typing import Subprotocol
 
 from gateway.embedded import embedded_postgres_url, with_database
 
@@ -143,9 +144,11 @@ async def exchange(a_url: str, b_url: str, say: Say) -> DemoResult:
         b_auth = {"Authorization": f"Bearer {bob['access_token']}"}
         ws_a = a_url.replace("http", "ws", 1) + "/v1/ws"
         ws_b = b_url.replace("http", "ws", 1) + "/v1/ws"
+        bearer_a = Subprotocol(f"bearer.{alice['access_token']}")
+        bearer_b = Subprotocol(f"bearer.{bob['access_token']}")
         async with (
-            websockets.connect(ws_a, subprotocols=[f"bearer.{alice['access_token']}"]) as alice_ws,
-            websockets.connect(ws_b, subprotocols=[f"bearer.{bob['access_token']}"]) as bob_ws,
+            websockets.connect(ws_a, subprotocols=[bearer_a]) as alice_ws,
+            websockets.connect(ws_b, subprotocols=[bearer_b]) as bob_ws,
         ):
             await alice_ws.recv(), await bob_ws.recv()  # ready frames
             conv = await a.post(

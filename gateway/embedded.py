@@ -28,11 +28,11 @@ def embedded_postgres_url(data_dir: Path) -> str:
         runtime = Path(tempfile.gettempdir()) / f"confer-runtime-{os.getuid()}"
         runtime.mkdir(mode=0o700, exist_ok=True)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    import pgserver  # imported lazily: only the embedded mode needs it
+    from pgserver.postgres_server import get_server  # lazily: only the embedded mode needs it
 
     server = _servers.get(data_dir)
     if server is None:
-        server = pgserver.get_server(data_dir, cleanup_mode=None)
+        server = get_server(data_dir, cleanup_mode=None)
         _servers[data_dir] = server
     return str(server.get_uri())  # type: ignore[attr-defined]
 

@@ -1,46 +1,104 @@
-"""One error tree, one response shape: RFC 9457 problem details with a stable ``code``.
+"""One error tree: every error Confer raises on purpose, each class with a stable wire ``code``.
 
-Every error Confer raises on purpose is a :class:`ConferError` subclass with a wire ``code``
-and an HTTP ``status``. The ``a2a`` and ``did`` libraries raise their own errors; they are
-mapped here, in one place, together with FastAPI's validation errors and Starlette's HTTP
-errors, so a client only ever sees ``application/problem+json``.
+This module imports no web framework and no database driver, so every layer may raise these.
+How each class reaches a client — HTTP status and RFC 9457 problem details, or a WebSocket
+close code — is one table at the edge, :mod:`gateway.http_errors`. The ``a2a`` and ``did``
+libraries raise their own errors (:class:`a2a.errors.A2AError`,
+:class:`did.errors.DIDError`); the edge maps those too.
+
+The hierarchy (wire code in brackets)::
+
+    ConferError [internal_error]
+      BadRequestError [bad_request]
+        MalformedJSONError [malformed_json]
+      ValidationFailedError [validation_failed]
+        IdempotencyKeyReusedError [idempotency_key_reused]
+        UsernameInvalidError [validation_failed]
+        FieldInvalidError [validation_failed]
+      PayloadTooLargeError [payload_too_large]
+      AuthenticationError [unauthorized]
+        InvalidCredentialsError [invalid_credentials]
+        TokenInvalidError [token_invalid]
+        FederationAuthError [federation_unauthorized]
+        RefreshTokenInvalidError [refresh_token_invalid]
+        ApiKeyInvalidError [api_key_invalid]
+      ForbiddenError [forbidden]
+        NotConversationAdminError [not_conversation_admin]
+        ObserverCannotPostError [observer_cannot_post]
+        NotMessageAuthorError [not_message_author]
+        AccountDisabledError [account_disabled]
+        AdminRequiredError [admin_required]
+        ApiKeyScopeError [api_key_scope]
+        AgentNotReachableError [agent_not_reachable]
+        PeerBlockedError [peer_blocked]
+      NotFoundError [not_found]
+        ConversationNotFoundError [conversation_not_found]
+        RecipientNotFoundError [recipient_not_found]
+        UserNotFoundError [user_not_found]
+        ParticipantNotFoundError [participant_not_found]
+        MessageNotFoundError [message_not_found]
+        AttachmentNotFoundError [attachment_not_found]
+        ThreadNotFoundError [thread_not_found]
+        AgentNotFoundError [agent_not_found]
+        MemoryNotFoundError [memory_not_found]
+        KnowledgeNotFoundError [knowledge_not_found]
+        ProjectMemoryNotFoundError [project_memory_not_found]
+        SessionNotFoundError [session_not_found]
+        LLMKeyNotFoundError [llm_key_not_found]
+        ApiKeyNotFoundError [api_key_not_found]
+        ContactNotFoundError [contact_not_found]
+        PermissionNotFoundError [permission_not_found]
+      ConflictError [conflict]
+        UsernameTakenError [username_taken]
+        ConversationArchivedError [conversation_archived]
+        NotAGroupError [not_a_group]
+        AlreadyParticipantError [already_participant]
+        EditConflictError [edit_conflict]
+        ThreadExistsError [thread_exists]
+        KnowledgeDuplicateError [knowledge_duplicate]
+        VersionConflictError [version_conflict]
+        EmailTakenError [email_taken]
+        PhoneTakenError [phone_taken]
+        PermissionDecidedError [permission_decided]
+        PermissionExpiredError [permission_expired]
+      PeerError [peer_invalid]
+      UnsupportedMediaTypeError [unsupported_media_type]
+      PreconditionFailedError [precondition_failed]
+      PreconditionRequiredError [precondition_required]
+      RateLimitedError [rate_limited]
+      EncryptionNotConfiguredError [encryption_not_configured]
+      EncryptionKeyError [encryption_key_error]
+      ServiceUnavailableError [service_unavailable]
+      TranslationFailedError [translation_failed]
+      NothingToTranslateError [nothing_to_translate]
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
-
-import asyncpg
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
-
-from a2a.errors import A2AError
-from did.errors import DIDError, DIDKeyError
-
-log = logging.getLogger(__name__)
-
-PROBLEM_JSON = "application/problem+json"
-WS_CLOSE_POLICY_VIOLATION = 1008
 
 
 class ConferError(Exception):
-    """Base of every deliberate error. ``code`` is stable and documented; ``status`` is HTTP."""
+    """Base of every deliberate error.
+
+    ``code`` is the stable, documented wire code of the class; ``wire_code`` is the code this
+    instance reports (the class's, unless the raiser names a finer one). ``title`` is the
+    short human summary, ``detail`` says what happened this time, and ``extra`` holds further
+    members of the problem details body (``errors``, ``retry_after``).
+    """
 
     code: ClassVar[str] = "internal_error"
-    status: ClassVar[int] = 500
     title: ClassVar[str] = "Internal error"
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
         super().__init__(detail or self.title)
         self.detail = detail or self.title
         self.extra = extra
+        self.wire_code = self.code
 
 
 class BadRequestError(ConferError):
-    code, status, title = "bad_request", 400, "Bad request"
+    code, title = "bad_request", "Bad request"
 
 
 class MalformedJSONError(BadRequestError):
@@ -48,15 +106,15 @@ class MalformedJSONError(BadRequestError):
 
 
 class ValidationFailedError(ConferError):
-    code, status, title = "validation_failed", 422, "The request is not valid"
+    code, title = "validation_failed", "The request is not valid"
 
 
 class PayloadTooLargeError(ConferError):
-    code, status, title = "payload_too_large", 413, "The request body is too large"
+    code, title = "payload_too_large", "The request body is too large"
 
 
 class AuthenticationError(ConferError):
-    code, status, title = "unauthorized", 401, "Authentication required"
+    code, title = "unauthorized", "Authentication required"
 
 
 class InvalidCredentialsError(AuthenticationError):
@@ -78,11 +136,11 @@ class FederationAuthError(AuthenticationError):
 
 
 class ForbiddenError(ConferError):
-    code, status, title = "forbidden", 403, "Not allowed"
+    code, title = "forbidden", "Not allowed"
 
 
 class NotFoundError(ConferError):
-    code, status, title = "not_found", 404, "Not found"
+    code, title = "not_found", "Not found"
 
 
 class ConversationNotFoundError(NotFoundError):
@@ -98,7 +156,7 @@ class UserNotFoundError(NotFoundError):
 
 
 class ConflictError(ConferError):
-    code, status, title = "conflict", 409, "Conflict"
+    code, title = "conflict", "Conflict"
 
 
 class UsernameTakenError(ConflictError):
@@ -108,7 +166,7 @@ class UsernameTakenError(ConflictError):
 class PeerError(ConferError):
     """A peer (DID) supplied by our user cannot be used."""
 
-    code, status, title = "peer_invalid", 422, "The peer cannot be used"
+    code, title = "peer_invalid", "The peer cannot be used"
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(detail)
@@ -168,10 +226,10 @@ class ThreadExistsError(ConflictError):
 
 
 class UnsupportedMediaTypeError(ConferError):
-    code, status, title = "unsupported_media_type", 415, "Unsupported media type"
+    code, title = "unsupported_media_type", "Unsupported media type"
 
 
-# --- the own agent's context: memories, knowledge, project memory (issue 6) ---
+# --- the own agent's context: memories, knowledge, project memory ---
 
 
 class AgentNotFoundError(NotFoundError):
@@ -201,11 +259,11 @@ class VersionConflictError(ConflictError):
 
 
 class PreconditionFailedError(ConferError):
-    code, status, title = "precondition_failed", 412, "The If-Match version does not match"
+    code, title = "precondition_failed", "The If-Match version does not match"
 
 
 class PreconditionRequiredError(ConferError):
-    code, status, title = "precondition_required", 428, "Send If-Match with the version you read"
+    code, title = "precondition_required", "Send If-Match with the version you read"
 
 
 class UsernameInvalidError(ValidationFailedError):
@@ -254,7 +312,7 @@ class AdminRequiredError(ForbiddenError):
 class RateLimitedError(ConferError):
     """Too many attempts; ``Retry-After`` (RFC 9110 §10.2.3) says when to try again."""
 
-    code, status, title = "rate_limited", 429, "Too many requests"
+    code, title = "rate_limited", "Too many requests"
 
     def __init__(self, detail: str, *, retry_after: int) -> None:
         super().__init__(detail, retry_after=retry_after)
@@ -270,7 +328,7 @@ class LLMKeyNotFoundError(NotFoundError):
 
 
 class EncryptionNotConfiguredError(ConferError):
-    code, status = "encryption_not_configured", 503
+    code = "encryption_not_configured"
     title = "CONFER_ENCRYPTION_KEYS is not set; LLM keys cannot be stored"
 
 
@@ -278,154 +336,7 @@ class EncryptionKeyError(ConferError):
     """Stored ciphertext cannot be decrypted: its key id is unknown, or the key is wrong, or
     the data was tampered with. An operator problem, never returned as garbage."""
 
-    code, status, title = "encryption_key_error", 500, "Stored secret cannot be decrypted"
-
-
-def problem(
-    status: int, code: str, title: str, detail: str, instance: str, **extra: Any
-) -> JSONResponse:
-    """Render an RFC 9457 problem details response (``application/problem+json``)."""
-    body = {
-        "type": f"urn:confer:problem:{code}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "code": code,
-        "instance": instance,
-        **extra,
-    }
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
-
-
-def _wire_code(exc: ConferError) -> str:
-    return getattr(exc, "wire_code", None) or exc.code
-
-
-async def _confer_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ConferError)
-    if exc.status >= 500:
-        log.error("internal error on %s: %s", request.url.path, exc.detail)
-    response = problem(
-        exc.status, _wire_code(exc), exc.title, exc.detail, request.url.path, **exc.extra
-    )
-    response.headers.update(getattr(exc, "headers", None) or {})
-    return response
-
-
-async def _a2a_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, A2AError)
-    return problem(401, exc.code, "Signature verification failed", exc.detail, request.url.path)
-
-
-async def _did_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, DIDError)
-    status = 401 if isinstance(exc, DIDKeyError) else 422
-    return problem(status, exc.code, "DID could not be used", exc.detail, request.url.path)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    return str(value)
-
-
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    errors = [
-        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-        for e in exc.errors()
-    ]
-    if any(e["type"] == "json_invalid" for e in errors):
-        err = MalformedJSONError("the request body could not be parsed as JSON")
-        return problem(400, err.code, err.title, err.detail, request.url.path)
-    fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors)
-    return problem(
-        422,
-        ValidationFailedError.code,
-        ValidationFailedError.title,
-        f"invalid fields: {fields}",
-        request.url.path,
-        errors=_json_safe(errors),
-    )
-
-
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-}
-
-
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, StarletteHTTPException)
-    if isinstance(exc.__cause__, RecursionError):
-        # FastAPI reports a body nested too deeply for the JSON parser as a parse error.
-        err = ValidationFailedError("the JSON body is nested too deeply")
-        return problem(err.status, err.code, err.title, err.detail, request.url.path)
-    code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    detail = exc.detail if isinstance(exc.detail, str) else code
-    response = problem(exc.status_code, code, detail, detail, request.url.path)
-    for name, value in (exc.headers or {}).items():
-        response.headers[name] = value
-    return response
-
-
-async def _untranslatable_text(request: Request, exc: Exception) -> JSONResponse:
-    """PostgreSQL text cannot hold U+0000: the transaction rolled back; the input is invalid."""
-    return problem(
-        422,
-        "invalid_text",
-        "The request contains text that cannot be stored",
-        "text must not contain the NUL character (U+0000)",
-        request.url.path,
-    )
-
-
-async def _unstorable_value(request: Request, exc: Exception) -> JSONResponse:
-    """A last line behind validation: PostgreSQL refused a value (a number out of its column's
-    range, JSON it cannot hold). The transaction rolled back; the input is invalid."""
-    out_of_range = isinstance(exc, asyncpg.exceptions.NumericValueOutOfRangeError)
-    return problem(
-        422,
-        "value_out_of_range" if out_of_range else "invalid_input",
-        "The request holds a value that cannot be stored",
-        str(exc).splitlines()[0][:300],
-        request.url.path,
-    )
-
-
-async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return problem(500, "internal_error", "Internal error", "unexpected error", request.url.path)
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    """Register the one mapping from exceptions to problem details on ``app``."""
-    app.add_exception_handler(ConferError, _confer_error)
-    app.add_exception_handler(A2AError, _a2a_error)
-    app.add_exception_handler(DIDError, _did_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    for text_error in (
-        asyncpg.exceptions.CharacterNotInRepertoireError,
-        asyncpg.exceptions.UntranslatableCharacterError,
-    ):
-        app.add_exception_handler(text_error, _untranslatable_text)
-    for value_error in (
-        asyncpg.exceptions.InvalidTextRepresentationError,
-        asyncpg.exceptions.NumericValueOutOfRangeError,
-    ):
-        app.add_exception_handler(value_error, _unstorable_value)
-    app.add_exception_handler(Exception, _unexpected_error)
+    code, title = "encryption_key_error", "Stored secret cannot be decrypted"
 
 
 class ApiKeyNotFoundError(NotFoundError):
@@ -465,12 +376,12 @@ class PermissionExpiredError(ConflictError):
 
 
 class ServiceUnavailableError(ConferError):
-    code, status, title = "service_unavailable", 503, "A backing service is unavailable"
+    code, title = "service_unavailable", "A backing service is unavailable"
 
 
 class TranslationFailedError(ConferError):
-    code, status, title = "translation_failed", 502, "The translation model could not translate"
+    code, title = "translation_failed", "The translation model could not translate"
 
 
 class NothingToTranslateError(ConferError):
-    code, status, title = "nothing_to_translate", 422, "The message has no text to translate"
+    code, title = "nothing_to_translate", "The message has no text to translate"

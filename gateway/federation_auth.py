@@ -16,7 +16,6 @@ Every failure is a 401 problem with the precise code, and leaves an ``audit_log`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -35,18 +34,10 @@ from a2a.signatures import (
 from did.errors import DIDError
 from gateway.deps import State
 from gateway.errors import FederationAuthError
+from gateway.services.callers import VerifiedPeer
 from gateway.services.limits import PostgresNonceStore
 from gateway.store import audit as audit_store
 from models import PeerAgentRow
-
-
-@dataclass(frozen=True)
-class VerifiedPeer:
-    """A peer whose signature over this request verified: who, with which key, and the body."""
-
-    peer: PeerAgentRow
-    keyid: str
-    body: bytes
 
 
 def canonical_url(public_url: str, request: Request) -> str:

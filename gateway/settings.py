@@ -199,6 +199,36 @@ class Settings(BaseSettings):
     ws_replay_max_age_seconds: int = Field(
         default=7 * 24 * 3600, description="Stored events older than this are trimmed."
     )
+    # Retention (gateway/workers/retention.py, docs/retention.md).
+    retention_interval_seconds: float = Field(
+        default=300.0, gt=0, description="How often the retention worker deletes old rows."
+    )
+    retention_batch_size: int = Field(
+        default=1000, gt=0, le=100_000, description="Rows deleted per statement (short locks)."
+    )
+    retention_inbox_seconds: int = Field(
+        default=24 * 3600,
+        ge=0,
+        description="Inbound de-duplication rows of deleted messages are kept this long after"
+        " the message arrived; rows of visible messages map the peer's ids and stay.",
+    )
+    retention_outbox_delivered_seconds: int = Field(
+        default=7 * 24 * 3600,
+        ge=0,
+        description="Delivered edits, deletes and decisions leave the outbox this long after"
+        " delivery; a message's original send stays (later edits and deletes follow it).",
+    )
+    retention_outbox_failed_seconds: int = Field(
+        default=30 * 24 * 3600,
+        ge=0,
+        description="Deliveries given up on leave the outbox this long after they failed.",
+    )
+    retention_permissions_seconds: int = Field(
+        default=30 * 24 * 3600,
+        ge=0,
+        description="allow_once and deny decisions (expired requests included) are deleted"
+        " this long after the decision; allow_always grants stay.",
+    )
     ws_session_check_seconds: float = Field(
         default=10.0, gt=0, description="How often a WebSocket re-checks its device session."
     )

@@ -71,7 +71,7 @@ class LocalStorage(AttachmentStorage):
         handle.close()
         return size, digest.hexdigest(), url
 
-    async def open(self, storage_url: str) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def open(self, storage_url: str) -> AsyncIterator[bytes]:
         handle = await asyncio.to_thread(open, self._path(storage_url), "rb")
         try:
             while chunk := await asyncio.to_thread(handle.read, CHUNK):

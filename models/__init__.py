@@ -1,9 +1,9 @@
 """Pydantic types of Confer's data model, for the API and for database rows.
 
-Source: seed 002 ("Confer — Modelo de datos"). Interfaces of the spec keep their names (``User``,
-``Agent``, ``Message`` …) and field names; tables without an interface have a ``…Row`` type with
-one field per column. The string unions of the spec are ``Literal`` aliases; those that are
-columns are also CHECK constraints in ``alembic/versions/0001_data_model.py``.
+Source: the data model spec ("Confer — Modelo de datos"). Interfaces of the spec keep their names
+(``User``, ``Agent``, ``Message`` …) and field names; tables without an interface have a ``…Row``
+type with one field per column. The string unions of the spec are ``Literal`` aliases; those that
+are columns are also CHECK constraints in ``alembic/versions/0001_data_model.py``.
 
 This package imports nothing else from Confer.
 """

@@ -1,4 +1,4 @@
-"""API bodies of accounts, device sessions, agents settings and LLM keys (issue 3).
+"""API bodies of accounts, device sessions, agents settings and LLM keys (docs/accounts.md).
 
 Requests end in ``Create``/``Update``, responses in ``Public``. Every model carries an example
 for the OpenAPI document. Unknown keys are refused (``ConferModel``: ``extra="forbid"``).

@@ -1,7 +1,7 @@
 """Agents and their configuration.
 
-Source: seed 002, table ``agents``; interfaces ``Agent``, ``ModelConfig``, ``ModelChoice``,
-``PolicyConfig``, ``PolicyRule``, ``Capability``.
+Source: the data model spec, table ``agents``; interfaces ``Agent``, ``ModelConfig``,
+``ModelChoice``, ``PolicyConfig``, ``PolicyRule``, ``Capability``.
 """
 
 from __future__ import annotations

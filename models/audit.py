@@ -1,6 +1,6 @@
 """The audit trail of A2A traffic and important operations.
 
-Source: seed 002, table ``audit_log``.
+Source: the data model spec, table ``audit_log``.
 
 Row types mirror their table: one field per column, same name; a nullable column is
 ``X | None = None``, a ``NOT NULL`` column is required even when the database has a default.

@@ -1,6 +1,6 @@
 """The base class and shared field types of every Confer model.
 
-Source: seed 002 ("Confer — Modelo de datos"): "all identifiers are ULIDs", stored as
+Source: the data model spec ("Confer — Modelo de datos"): "all identifiers are ULIDs", stored as
 ``CHAR(26)``; timestamps are ``TIMESTAMPTZ``.
 """
 

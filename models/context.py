@@ -13,7 +13,8 @@ from pydantic import Field, JsonValue, StringConstraints
 from .base import ConferModel, StoredJson, Timestamp, Ulid
 
 MemoryType = Literal["preference", "fact", "decision", "learning", "procedure"]
-"""``agent_memories.type`` (seed 000: preferencia, hecho, decision, aprendizaje, procedimiento)."""
+"""``agent_memories.type`` (context-tables spec: preferencia, hecho, decision, aprendizaje,
+procedimiento)."""
 
 SearchMethod = Literal["fulltext", "semantic"]
 """Which engine produced a search result: PostgreSQL full-text search or pgvector similarity."""
@@ -24,14 +25,14 @@ Text = Annotated[str, StringConstraints(min_length=1, max_length=32_000)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 Domain = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Snapshot = list[StoredJson] | dict[str, StoredJson]
-"""One part of an ambient snapshot (seed 000 ``contexto_ambiental``, ``JSONB``): a list or an
-object, never a bare scalar."""
+"""One part of an ambient snapshot (context-tables spec ``contexto_ambiental``, ``JSONB``): a list
+or an object, never a bare scalar."""
 Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
 """Knowledge priority: higher comes first into the context (an ``INTEGER`` column)."""
 
 
 class MemoryRow(ConferModel):
-    """Table ``agent_memories``: one long-term memory of an agent (seed 000 ``memoria``).
+    """Table ``agent_memories``: one long-term memory of an agent (context-tables spec ``memoria``).
 
     ``importance`` is 1–10 (higher enters a context first); ``uses`` counts how often the memory
     entered a context and ``last_used_at`` when it last did; ``expires_at`` None = never.
@@ -74,7 +75,8 @@ class MemoryUpdate(ConferModel):
 
 
 class KnowledgeRow(ConferModel):
-    """Table ``knowledge``: one entry of a user's knowledge base (seed 000 ``conocimiento``).
+    """Table ``knowledge``: one entry of a user's knowledge base (context-tables spec
+    ``conocimiento``).
 
     ``allowed_agents`` None means every agent of the owner may read it; ``content_hash`` is the
     SHA-256 (hex) of ``content``, unique per owner so the same text is stored once.
@@ -124,10 +126,10 @@ class KnowledgeUpdate(ConferModel):
 
 
 class AmbientContextRow(ConferModel):
-    """Table ``ambient_context``: a snapshot of the owner's environment (seed 000).
+    """Table ``ambient_context``: a snapshot of the owner's environment (context-tables spec).
 
-    The JSON fields follow seed 000's ``contexto_ambiental`` structure (servers, services,
-    pending tasks, alerts, git state); the snapshot stops counting at ``expires_at``.
+    The JSON fields follow the context-tables spec's ``contexto_ambiental`` structure (servers,
+    services, pending tasks, alerts, git state); the snapshot stops counting at ``expires_at``.
     """
 
     id: Ulid
@@ -142,7 +144,7 @@ class AmbientContextRow(ConferModel):
 
 
 class AmbientContextCreate(ConferModel):
-    """``POST /v1/ambient-context``; ``ttl_seconds`` defaults to one hour (seed 000)."""
+    """``POST /v1/ambient-context``; ``ttl_seconds`` defaults to one hour (context-tables spec)."""
 
     servers: Snapshot | None = None
     services: Snapshot | None = None
@@ -178,7 +180,7 @@ class SearchResults(ConferModel):
 
 
 class McpAuditRow(ConferModel):
-    """Table ``mcp_audit_log``: one call of an MCP write tool (seed 004 ``mcp_audit_log``).
+    """Table ``mcp_audit_log``: one call of an MCP write tool (MCP server spec ``mcp_audit_log``).
 
     ``agent`` is the identity the caller declared; ``success`` False rows carry the error.
     """
@@ -235,7 +237,7 @@ class ProjectMemoryVersionPublic(ConferModel):
 
 
 class ContextPart(ConferModel):
-    """One part of an assembled agent context (seed 000's flow, steps 1–7).
+    """One part of an assembled agent context (the context-tables spec's flow, steps 1–7).
 
     ``tokens`` is the estimate for ``content`` (see ``gateway.agents.tokens``); ``items`` names
     the rows that went in (memory, knowledge, message ids …); ``dropped`` those left out by

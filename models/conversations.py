@@ -1,6 +1,6 @@
 """Conversations, their participants and archived threads.
 
-Source: seed 002, tables ``conversations``, ``conversation_participants``, ``threads``.
+Source: the data model spec, tables ``conversations``, ``conversation_participants``, ``threads``.
 
 Row types mirror their table: one field per column, same name; a nullable column is
 ``X | None = None``, a ``NOT NULL`` column is required even when the database has a default.

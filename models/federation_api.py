@@ -1,4 +1,4 @@
-"""API bodies of the federation features (issue 5): API keys for stock A2A clients."""
+"""API bodies of the federation features (docs/federation.md): API keys for stock A2A clients."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Project memory shared by a user and a peer agent.
 
-Source: seed 002, table ``project_memory``.
+Source: the data model spec, table ``project_memory``.
 
 Row types mirror their table: one field per column, same name; a nullable column is
 ``X | None = None``, a ``NOT NULL`` column is required even when the database has a default.

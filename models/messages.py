@@ -1,6 +1,7 @@
 """Messages, citations and attachments.
 
-Source: seed 002, tables ``messages``, ``attachments``; interfaces ``Message``, ``Citation``.
+Source: the data model spec, tables ``messages``, ``attachments``; interfaces ``Message``,
+``Citation``.
 """
 
 from __future__ import annotations

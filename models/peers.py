@@ -1,6 +1,6 @@
 """Known foreign agents and the users' contacts.
 
-Source: seed 002, tables ``peer_agents``, ``peer_contacts``.
+Source: the data model spec, tables ``peer_agents``, ``peer_contacts``.
 
 Row types mirror their table: one field per column, same name; a nullable column is
 ``X | None = None``, a ``NOT NULL`` column is required even when the database has a default.

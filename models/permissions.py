@@ -1,6 +1,6 @@
 """Permission requests and decisions.
 
-Source: seed 002, table ``permissions``.
+Source: the data model spec, table ``permissions``.
 
 Row types mirror their table: one field per column, same name; a nullable column is
 ``X | None = None``, a ``NOT NULL`` column is required even when the database has a default.

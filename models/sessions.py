@@ -1,6 +1,6 @@
 """Login sessions.
 
-Source: seed 002, table ``sessions``.
+Source: the data model spec, table ``sessions``.
 
 Row types mirror their table: one field per column, same name; a nullable column is
 ``X | None = None``, a ``NOT NULL`` column is required even when the database has a default.

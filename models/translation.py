@@ -1,4 +1,4 @@
-"""Message translations: stored as linked variants of a message, never as edits (issue 6).
+"""Message translations: stored as linked variants of a message, never as edits (docs/agents.md).
 
 ``MessageTranslation.translation`` is the data model's ``Translation`` shape (``from``, ``to``,
 ``provider``) as kept in ``message_translations.translation_json``, with ``model`` and ``text``.

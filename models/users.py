@@ -1,6 +1,7 @@
 """Users and their preferences.
 
-Source: seed 002, table ``users``; interfaces ``User``, ``UserPreferences``; type ``LLMKeys``.
+Source: the data model spec, table ``users``; interfaces ``User``, ``UserPreferences``; type
+``LLMKeys``.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from .base import ConferModel, Timestamp, Ulid
 EncryptedKey = str
 """An LLM or tool provider API key, AES-256-GCM ciphertext under ``ENCRYPTION_KEY``.
 
-Decrypted only inside the gateway; never sent to a client (seed 002, ``LLMKeys``).
+Decrypted only inside the gateway; never sent to a client (data model spec, ``LLMKeys``).
 """
 
 LLMKeys = dict[str, EncryptedKey]
 """Provider id (as in the LLM catalog, plus tool providers such as ``tavily``) → encrypted key.
 
-Deliberately not an enumeration: the provider list lives in the catalog only (seed 002).
+Deliberately not an enumeration: the provider list lives in the catalog only (data model spec).
 Stored in ``users.llm_keys_json``.
 """
 

@@ -1,4 +1,5 @@
-"""The migrations build exactly the spec's schema (seed 002), plus the CHECKs the spec states.
+"""The migrations build exactly the spec's schema (data model spec), plus the CHECKs the spec
+states.
 
 ``tests/fixtures/data_model.sql`` is the spec's SQL, copied verbatim. One database is built from
 it, another by ``gateway.migrations``; their catalogs (columns, types, nullability, defaults,
@@ -55,7 +56,7 @@ CHECKED_COLUMNS: dict[tuple[str, str], Any] = {
 
 def test_fixture_is_the_spec_sql() -> None:
     if not SEED_PATH.exists():
-        pytest.skip(f"seed 002 not found at {SEED_PATH}; cannot compare the fixture with it")
+        pytest.skip(f"data model spec not found at {SEED_PATH}; cannot compare the fixture with it")
     seed_statements = STATEMENT.findall(SEED_PATH.read_text(encoding="utf-8"))
     fixture_statements = STATEMENT.findall(FIXTURE_SQL)
     assert seed_statements, f"no CREATE statement found in {SEED_PATH}"

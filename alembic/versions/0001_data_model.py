@@ -1,4 +1,4 @@
-"""The data model: every table of the spec (seed 002, "Confer — Modelo de datos").
+"""The data model: every table of the spec (data model spec, "Confer — Modelo de datos").
 
 Revision ID: 0001
 Revises: (none)

@@ -1,4 +1,4 @@
-"""Conversations and the real-time protocol (issue 4): per-user event streams.
+"""Conversations and the real-time protocol (docs/conversations.md): per-user event streams.
 
 - ``user_streams``: one row per user: the stream's ``epoch`` (changes only when the stream is
   reset, so a client's offset from before is meaningless) and ``head``, the last offset used.

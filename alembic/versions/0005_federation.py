@@ -1,4 +1,4 @@
-"""Federation on the open internet (issue 5): A2A tasks, API keys, destination health.
+"""Federation on the open internet (docs/federation.md): A2A tasks, API keys, destination health.
 
 - ``a2a_tasks``: the A2A 1.0 tasks (spec §4.5) created by ``SendMessage`` on a local user or
   agent endpoint. ``caller`` is who may see the task: ``peer:<did>`` for a signed Confer peer,

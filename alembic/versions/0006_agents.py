@@ -1,20 +1,23 @@
-"""The own-agent runtime's tables (seed 000 context tables, seed 004 MCP audit log).
+"""The own-agent runtime's tables (context-tables spec's tables, the MCP server spec's audit log).
 
-- ``agent_memories``: long-term memory per agent (seed 000 ``memoria``), with full-text search.
-- ``knowledge``: a user's knowledge base (seed 000 ``conocimiento``), readable by the agents in
-  ``allowed_agents`` (NULL = all of the owner's agents); de-duplicated by ``content_hash``.
-- ``ambient_context``: periodic snapshots of the owner's environment (seed 000
+- ``agent_memories``: long-term memory per agent (context-tables spec ``memoria``), with full-text
+  search.
+- ``knowledge``: a user's knowledge base (context-tables spec ``conocimiento``), readable by the
+  agents in ``allowed_agents`` (NULL = all of the owner's agents); de-duplicated by
+  ``content_hash``.
+- ``ambient_context``: periodic snapshots of the owner's environment (context-tables spec
   ``contexto_ambiental``) that expire.
-- ``conversation_summaries`` and ``message_compactions``: seed 000's ``conversaciones.resumen``
-  and ``mensajes_v2.compactado``, kept beside the data model's tables so those stay exactly as
-  the spec writes them (tests/test_schema.py); a message is compacted when it has a row here.
+- ``conversation_summaries`` and ``message_compactions``: the context-tables spec's
+  ``conversaciones.resumen`` and ``mensajes_v2.compactado``, kept beside the data model's tables so
+  those stay exactly as the spec writes them (tests/test_schema.py); a message is compacted when it
+  has a row here.
 - ``message_search``: a trigger-maintained full-text index of ``messages.content``, for the same
   reason (no extra column or index on ``messages``).
 - ``project_memory_versions``: every version of a ``project_memory`` document.
 - ``agent_tasks``: the ``agent.{agent_id}.tasks`` queue, durable; at most one queued and one
   running task per conversation.
-- ``mcp_audit_log``: append-only audit of MCP write tools (seed 004); a trigger refuses UPDATE
-  and DELETE.
+- ``mcp_audit_log``: append-only audit of MCP write tools (MCP server spec); a trigger refuses
+  UPDATE and DELETE.
 - ``embeddings``: vectors for semantic search, only when the ``vector`` extension (pgvector) is
   available on the server; Confer detects the table at run time and falls back to full-text.
 

@@ -1,4 +1,4 @@
-"""Translations of messages as linked variants (issue 6).
+"""Translations of messages as linked variants (docs/agents.md).
 
 - ``message_translations``: one translation of one message into one language, made by a
   participant's agent ``translation`` model. ``translation_json`` holds the data model's

@@ -1,4 +1,4 @@
-"""Several agents addressed in one group conversation (issue 6).
+"""Several agents addressed in one group conversation (docs/agents.md).
 
 In a group, one message may address several local agents (``@name`` mentions, or a reply to
 an agent's message). Each addressed agent gets its own queued task, so the "one queued task

@@ -1,4 +1,4 @@
-"""Leases on running agent tasks (issue 6: several gateway processes share the queue).
+"""Leases on running agent tasks (several gateway processes share the queue).
 
 A worker that claims a task holds it until ``lease_until`` and renews the lease while the task
 runs. A task whose lease ran out (its process died) is queued again — by any process, at any

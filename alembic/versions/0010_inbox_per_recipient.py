@@ -1,4 +1,4 @@
-"""De-duplicate inbound messages per recipient, not per instance (issue 6 review).
+"""De-duplicate inbound messages per recipient, not per instance.
 
 A sender delivers one message to each recipient on an instance with the same ``messageId`` (a
 group with two people of the same peer instance). De-duplicating by (origin, message id) alone

@@ -1,7 +1,7 @@
 """The provider catalog: every LLM and tool provider Confer knows, in one place.
 
-Nothing else in the code enumerates providers (seed 002, ``LLMKeys``: the list was once copied
-elsewhere and froze). Each entry has a stable ``id`` (the key of ``users.llm_keys_json`` and
+Nothing else in the code enumerates providers (data model spec, ``LLMKeys``: the list was once
+copied elsewhere and froze). Each entry has a stable ``id`` (the key of ``users.llm_keys_json`` and
 ``ModelChoice.provider``), a display name, its ``kind`` (``llm`` or ``tool``), the wire format
 it speaks (``api_style``) and its default base URL (``None``: the operator or user supplies
 one). Model names are never listed here: they come from the provider's own ``/models``.

@@ -1,8 +1,9 @@
-"""Context assembly for a user's own agent, in seed 000's order, under a token budget.
+"""Context assembly for a user's own agent, in the context-tables spec's order, under a token
+budget.
 
-Seed 000 ("Flujo de Contexto"): 1 system prompt, 2 personality, 3 memories (most important
-first, at most 20, unexpired), 4 knowledge the agent may read, 5 the latest ambient context,
-6 the non-compacted history, 7 the conversation summary.
+The context-tables spec, section "Flujo de Contexto": 1 system prompt, 2 personality, 3 memories
+(most important first, at most 20, unexpired), 4 knowledge the agent may read, 5 the latest ambient
+context, 6 the non-compacted history, 7 the conversation summary.
 
 Budget: the system prompt, personality and summary always go in; then the newest history that
 fits ``history_budget`` (older messages are what compaction will summarise); what is left goes
@@ -31,7 +32,7 @@ from models.context import (
     MemoryRow,
 )
 
-MAX_MEMORIES = 20  # seed 000: LIMIT 20
+MAX_MEMORIES = 20  # context-tables spec: LIMIT 20
 MAX_KNOWLEDGE = 50
 
 
@@ -53,7 +54,8 @@ def system_prompt(agent: Agent, owner: User) -> str:
 
 
 def personality(agent: Agent) -> str:
-    """Step 2: style and language (seed 000 ``personalidad``: tone, language, verbosity)."""
+    """Step 2: style and language (context-tables spec ``personalidad``: tone, language,
+    verbosity)."""
     return (
         f"Personality: {agent.style} tone; answer in the language '{agent.primary_language}'"
         " unless asked otherwise; be concise."

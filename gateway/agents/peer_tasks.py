@@ -1,4 +1,5 @@
-"""Agent tasks started by peers, and the owner's ``privacy.allow_offline_response`` (issue 6).
+"""Agent tasks started by peers, and the owner's ``privacy.allow_offline_response``
+(docs/agents.md).
 
 When a peer's message to a local agent is delivered (policy allow, or the owner's consent), the
 agent answers it: :func:`enqueue_for_peer` queues a task for that conversation in the same
@@ -8,29 +9,28 @@ the processes) — and has not allowed offline answers, the task is stored as ``
 instead and the peer's A2A task stays interrupted (``TASK_STATE_AUTH_REQUIRED`` with
 ``metadata.confer.waitingFor = "owner"``, A2A 1.0 §4.5); :func:`release_waiting` queues the
 agent task and completes those A2A tasks when the owner's next device connects, so the owner
-is back before the agent answers. Callers wrap both in the task queue's ``after_commit``
-(:mod:`gateway.agents.queue`). The runtime sends the agent's answer to the
-conversation's peers through the outbox (:func:`reply_to_peers`).
+is back before the agent answers. Both announce the tasks they queue on the task queue in
+their unit of work (:meth:`gateway.agents.queue.TaskQueue.announce`). The runtime sends the
+agent's answer to the conversation's peers through the outbox
+(:func:`gateway.services.outbound.queue_for_peers`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import urlsplit
+import functools
 
 import asyncpg
 
 from a2a.protocol import agent_text_message
+from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
+from gateway.db import Transaction, transaction
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.services.tasks import TaskEvents
 from gateway.store import agent_tasks as tasks_store
-from gateway.store import conversations as conv_store
-from gateway.store import federation as federation_store
 from gateway.store import tasks as a2a_store
 from gateway.store.tasks import TaskRow
-from models import Agent, Message
 
 WAITING = "waiting"
 
@@ -46,8 +46,9 @@ async def offline_answers_allowed(conn: asyncpg.Connection, owner_id: str) -> bo
 
 
 async def enqueue_for_peer(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     hub: EventHub,
+    queue: TaskQueue,
     *,
     agent_id: str,
     owner_id: str,
@@ -59,8 +60,10 @@ async def enqueue_for_peer(
 
     Returns ``(task id, status)``: ``queued`` when the owner is online (``owner_present``: the
     owner is acting right now, e.g. deciding consent) or allows offline answers, else
-    ``waiting`` (one waiting task per conversation, re-pointed at the newest message).
+    ``waiting`` (one waiting task per conversation, re-pointed at the newest message). A
+    queued task is announced on ``queue`` in ``tx``; a waiting one only when released.
     """
+    conn = tx.conn
     online = (
         owner_present
         or hub.connections(owner_id) > 0
@@ -70,6 +73,7 @@ async def enqueue_for_peer(
         task_id = await tasks_store.enqueue(
             conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
         )
+        await queue.announce(tx, tasks_store.Dispatch(agent_id, task_id, conversation_id))
         return task_id, "queued"
     task_id = await conn.fetchval(
         """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id, status)
@@ -86,17 +90,22 @@ async def enqueue_for_peer(
 
 
 async def release_waiting(
-    pool: asyncpg.Pool, clock: Clock, owner_id: str, task_events: TaskEvents | None = None
+    pool: asyncpg.Pool,
+    clock: Clock,
+    queue: TaskQueue,
+    owner_id: str,
+    task_events: TaskEvents | None = None,
 ) -> int:
     """Queue the owner's waiting tasks (the owner is back); returns how many were queued.
 
     The peers' A2A tasks held for the owner move from ``TASK_STATE_AUTH_REQUIRED`` to
     ``TASK_STATE_COMPLETED`` ("delivered; the agent is answering") and are published on
-    ``task_events`` after commit. A waiting task whose conversation already has a queued one
-    (started later, while the owner was online, so for a newer message) is marked ``failed``
-    as superseded, never lost silently.
+    ``task_events`` after commit; the released tasks are announced on ``queue``. A waiting
+    task whose conversation already has a queued one (started later, while the owner was
+    online, so for a newer message) is marked ``failed`` as superseded, never lost silently.
     """
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         held = await a2a_store.list_held_for_owner(conn, user_id=owner_id)
         settled = [await _complete_held(conn, row, clock) for row in held]
         await conn.execute(
@@ -119,15 +128,19 @@ async def release_waiting(
         )
         for r in released:
             dispatch = tasks_store.Dispatch(r["agent_id"], r["id"], r["conversation_id"])
-            await tasks_store.announce_queued(conn, dispatch)
-    if task_events is not None:
-        for row in settled:
-            task_events.publish(row)
+            await queue.announce(tx, dispatch)
+        if task_events is not None:
+            for row in settled:
+                tx.call_after(functools.partial(task_events.publish, row))
     return len(released)
 
 
 async def release_present_owners(
-    pool: asyncpg.Pool, clock: Clock, hub: EventHub, task_events: TaskEvents | None = None
+    pool: asyncpg.Pool,
+    clock: Clock,
+    hub: EventHub,
+    queue: TaskQueue,
+    task_events: TaskEvents | None = None,
 ) -> int:
     """Release the waiting tasks of owners who are online now; returns how many were queued.
 
@@ -144,7 +157,7 @@ async def release_present_owners(
     for record in owners:
         owner = record["user_id"]
         if hub.connections(owner) > 0 or await hub.ephemeral.user_online(owner):
-            released += await release_waiting(pool, clock, owner, task_events)
+            released += await release_waiting(pool, clock, queue, owner, task_events)
     return released
 
 
@@ -166,24 +179,3 @@ async def _complete_held(conn: asyncpg.Connection, row: TaskRow, clock: Clock) -
     )
     assert done is not None, "the held task left AUTH_REQUIRED under our lock"
     return done
-
-
-async def reply_to_peers(conn: asyncpg.Connection, agent: Agent, message: Message) -> int:
-    """Queue the agent's stored answer in the outbox for every peer of its conversation
-    (signed A2A ``SendMessage`` on delivery); returns how many peers. Inside the transaction
-    that stored the answer."""
-    from gateway.services.conversations import params_for_peer  # avoids an import cycle
-
-    participants = await conv_store.list_participants(conn, conversation_id=message.conversation_id)
-    peers: list[dict[str, Any]] = [p for p in participants if p["participant_type"] == "peer_agent"]
-    for p in peers:
-        await federation_store.insert_outbox(
-            conn,
-            destination=urlsplit(p["endpoint"]).netloc.lower(),
-            endpoint=p["endpoint"],
-            sender_did=agent.did,
-            peer_id=p["peer_id"],
-            message_id=message.id,
-            payload=await params_for_peer(conn, message, sender_name=agent.name, peer_did=p["did"]),
-        )
-    return len(peers)

@@ -12,21 +12,24 @@ sweeps the ledger every ``sweep_seconds`` and after each task it runs.
   work-queue stream and one durable pull consumer shared by every process, so each dispatch
   reaches one process, which claims that very task. Sweep: 30 s.
 
-Callers wrap the transaction that enqueues in :meth:`TaskQueue.after_commit`.
+Callers that enqueue announce the task with :meth:`TaskQueue.announce` in the same unit of work
+(:class:`gateway.db.Transaction`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
+from gateway.db import Transaction
 from gateway.settings import Settings
 from gateway.store import agent_tasks as tasks_store
 from gateway.store.agent_tasks import Dispatch
@@ -58,9 +61,6 @@ class TaskQueue(ABC):
     sweep_seconds: float
     """How often a worker claims queued tasks without being told (seconds)."""
 
-    collects: bool = True
-    """Whether :meth:`after_commit` collects dispatches to :meth:`publish` after commit."""
-
     @abstractmethod
     async def start(self) -> None:
         """Connect (and create what the broker needs)."""
@@ -79,40 +79,22 @@ class TaskQueue(ABC):
     async def take(self, wait_seconds: float) -> Delivery | None:
         """The next dispatch for this process, or None after ``wait_seconds``."""
 
-    @contextlib.asynccontextmanager
-    async def after_commit(self) -> AsyncIterator[None]:
-        """Publish the dispatches of the tasks queued inside the block when it ends.
+    async def announce(self, tx: Transaction, dispatch: Dispatch) -> None:
+        """Dispatch a task queued in ``tx`` once ``tx`` commits (never for a rolled-back one).
 
-        Wrap a whole transaction (``async with queue.after_commit(), pool.acquire() as conn,
-        conn.transaction():``) or a service call that commits. Dispatches are published even
-        when the block raises: one for a rolled-back task finds nothing to claim. Inside
-        another ``after_commit`` block, the outer one publishes.
+        The default publishes after commit (:meth:`gateway.db.Transaction.call_after`); a
+        publish lost in a crash only delays the task until the next sweep.
         """
-        if not self.collects or tasks_store.is_collecting():
-            yield
-            return
-        with tasks_store.collecting_dispatches() as dispatches:
-            try:
-                yield
-            except Exception:
-                await self._publish_all(dispatches)
-                raise
-        await self._publish_all(dispatches)
-
-    async def _publish_all(self, dispatches: list[Dispatch]) -> None:
-        for dispatch in dispatches:
-            await self.publish(dispatch)
+        tx.call_after(functools.partial(self.publish, dispatch))
 
 
 class PostgresTaskQueue(TaskQueue):
     """``NOTIFY``/``LISTEN confer_agent_tasks`` on the ledger's own database.
 
-    Enqueuing notifies inside its transaction (:func:`gateway.store.agent_tasks.announce_queued`),
-    so :meth:`after_commit` collects nothing. Every process listening is woken, and the worker
+    :meth:`announce` notifies inside the enqueuing transaction, so PostgreSQL delivers the
+    notification exactly when it commits. Every process listening is woken, and the worker
     claims the oldest claimable task; :meth:`take` returns ``Delivery(task_id=None)``.
     """
-
-    collects = False
 
     def __init__(self, pool: asyncpg.Pool, *, sweep_seconds: float = 2.0) -> None:
         self.sweep_seconds = sweep_seconds
@@ -134,11 +116,13 @@ class PostgresTaskQueue(TaskQueue):
                 await listener.remove_listener(tasks_store.CHANNEL, self._on_notify)
             await self._pool.release(listener)
 
+    async def announce(self, tx: Transaction, dispatch: Dispatch) -> None:
+        await tasks_store.notify_queued(tx.conn, dispatch)
+
     async def publish(self, dispatch: Dispatch) -> None:
         try:
-            await self._pool.execute(
-                "SELECT pg_notify($1, $2)", tasks_store.CHANNEL, dispatch.conversation_id
-            )
+            async with self._pool.acquire() as conn:
+                await tasks_store.notify_queued(conn, dispatch)
         except Exception:
             log.warning("could not notify agent task %s; the sweep runs it", dispatch.task_id)
 

@@ -3,7 +3,8 @@
 Deltas go to every local participant's devices as ``message.delta`` events
 ``{"conversation_id", "task_id", "seq", "delta"}``; the final message (``sender_type
 own_agent``, ``via``, the provider and model in ``content_json``, ``citations``) is stored in the
-same transaction that marks the task done and is then pushed as ``message.created``. A provider
+same transaction that marks the task done, with its ``message.created`` stream event, and is
+pushed to the devices once that transaction has committed. A provider
 failure stores a ``system_notice`` message instead and marks the task failed.
 """
 
@@ -17,14 +18,15 @@ import asyncpg
 
 from gateway.agents.context import Assembly, assemble, split_history
 from gateway.agents.offline import OfflineProvider, best_source
-from gateway.agents.peer_tasks import reply_to_peers
 from gateway.agents.providers import ChatCall, ProviderError, Source
 from gateway.agents.registry import ProviderRegistry
 from gateway.agents.tokens import estimate_tokens
 from gateway.clock import Clock
+from gateway.db import transaction
 from gateway.errors import ConversationNotFoundError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
+from gateway.services.outbound import Post, queue_for_peers
 from gateway.settings import Settings
 from gateway.store import agent_context as context_store
 from gateway.store import agent_tasks as tasks_store
@@ -160,22 +162,27 @@ class AgentRuntime:
             async with asyncio.timeout(self._settings.llm_timeout_seconds):
                 async for delta in provider.stream(call):
                     pieces.append(delta)
-                    self._hub.publish(
-                        members,
-                        MESSAGE_DELTA,
-                        {
-                            "conversation_id": task["conversation_id"],
-                            "task_id": task["id"],
-                            "seq": len(pieces),
-                            "delta": delta,
-                        },
-                    )
+                    await self._delta(members, task, len(pieces), delta)
         except TimeoutError as exc:
             raise ProviderError("timeout", "the provider took too long to answer") from exc
         text = "".join(pieces)
         if not text.strip():
             raise ProviderError("bad_response", "the provider sent an empty reply")
         return text, provider.name
+
+    async def _delta(self, members: list[str], task: dict[str, Any], seq: int, delta: str) -> None:
+        """Stream one piece of the answer (ephemeral: a lost delta is not retried; the stored
+        answer follows as ``message.created``)."""
+        data = {
+            "conversation_id": task["conversation_id"],
+            "task_id": task["id"],
+            "seq": seq,
+            "delta": delta,
+        }
+        try:
+            await self._hub.emit_ephemeral(members, MESSAGE_DELTA, data)
+        except Exception:
+            log.warning("could not stream a delta of agent task %s", task["id"], exc_info=True)
 
     async def _store_reply(
         self,
@@ -235,7 +242,8 @@ class AgentRuntime:
         members: list[str],
     ) -> None:
         message_id = new_id()
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with transaction(self._pool) as tx:
+            conn = tx.conn
             await tasks_store.insert_agent_message(
                 conn,
                 id=message_id,
@@ -264,8 +272,8 @@ class AgentRuntime:
             message = await messages_store.get_message(conn, id=message_id)
             assert message is not None
             if sender_type == "own_agent":  # answers reach the conversation's peers too
-                await reply_to_peers(conn, agent, message)
-        self._hub.publish(members, MESSAGE_CREATED, message.model_dump(mode="json"))
+                await queue_for_peers(conn, Post(message, sender_name=agent.name))
+            await self._hub.append(tx, members, MESSAGE_CREATED, message.model_dump(mode="json"))
 
     async def compact_if_needed(self, conversation_id: str, agent: Agent, owner: User) -> bool:
         """Summarise the oldest history when it exceeds the history budget; True if it did.

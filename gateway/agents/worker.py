@@ -25,6 +25,7 @@ import asyncpg
 from gateway.agents.queue import Delivery, TaskQueue
 from gateway.agents.runtime import AgentRuntime, LeaseLostError
 from gateway.clock import Clock
+from gateway.db import Transaction
 from gateway.store import agent_tasks as tasks_store
 from gateway.workers.supervisor import supervise
 from models import Agent
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 
 
 async def enqueue_for_message(
-    conn: asyncpg.Connection,
+    tx: Transaction,
+    queue: TaskQueue,
     *,
     conversation_id: str,
     message_id: str,
@@ -50,8 +52,9 @@ async def enqueue_for_message(
       (``is_public``); another user's private agent never answers for them.
 
     Only people's messages start tasks, never agents' answers, so agents cannot loop. Call
-    inside the transaction that stores the message.
+    in the unit of work that stores the message: each task is announced on ``queue`` there.
     """
+    conn = tx.conn
     own = await tasks_store.get_addressed_agent(
         conn, conversation_id=conversation_id, sender_user_id=sender_user_id
     )
@@ -69,12 +72,14 @@ async def enqueue_for_message(
             if (agent.user_id == sender_user_id or agent.is_public)
             and (agent.id == replied_to or mentions(text or "", agent))
         ]
-    return [
-        await tasks_store.enqueue(
+    task_ids = []
+    for agent_id in addressed:
+        task_id = await tasks_store.enqueue(
             conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
         )
-        for agent_id in addressed
-    ]
+        await queue.announce(tx, tasks_store.Dispatch(agent_id, task_id, conversation_id))
+        task_ids.append(task_id)
+    return task_ids
 
 
 def mentions(text: str, agent: Agent) -> bool:

@@ -1,1 +1,1 @@
-"""Confer's MCP endpoint for coding agents (seed 004): read tools and audited write tools."""
+"""Confer's MCP endpoint for coding agents (MCP server spec): read tools and audited write tools."""

@@ -1,4 +1,4 @@
-"""Audited writes for MCP tools: the write and its audit row commit together (seed 004).
+"""Audited writes for MCP tools: the write and its audit row commit together (MCP server spec).
 
 A write that fails leaves no data but does leave an audit row with ``success = false`` and the
 error, written in a transaction of its own after the failed one rolled back.
@@ -14,12 +14,13 @@ from typing import Any
 import asyncpg
 from pydantic import ValidationError
 
+from gateway.db import Transaction, transaction
 from gateway.errors import ConferError
 from gateway.store.mcp_audit import insert_mcp_audit
 
 log = logging.getLogger(__name__)
 
-WriteAction = Callable[[asyncpg.Connection], Awaitable[tuple[dict[str, Any], str | None]]]
+WriteAction = Callable[[Transaction], Awaitable[tuple[dict[str, Any], str | None]]]
 
 
 _TEXT_ERRORS = (
@@ -54,16 +55,18 @@ async def audited_write(
     target_table: str,
     action: WriteAction,
 ) -> dict[str, Any]:
-    """Run ``action(conn)`` and the audit insert in one transaction.
+    """Run ``action(tx)`` and the audit insert in one unit of work.
 
-    ``action`` returns ``(result fields, target id)``. Returns ``{"ok": True, …result,
-    "audit_id"}`` or, on failure, ``{"ok": False, "code", "error", "audit_id"}``.
+    ``action`` returns ``(result fields, target id)``; what it registers with
+    ``tx.call_after`` (stream publishes, agent dispatches) runs once both have committed.
+    Returns ``{"ok": True, …result, "audit_id"}`` or, on failure, ``{"ok": False, "code",
+    "error", "audit_id"}``.
     """
     try:
-        async with pool.acquire() as conn, conn.transaction():
-            result, target_id = await action(conn)
+        async with transaction(pool) as tx:
+            result, target_id = await action(tx)
             audit_id = await insert_mcp_audit(
-                conn,
+                tx.conn,
                 user_id=user_id,
                 agent=agent,
                 tool_name=tool_name,

@@ -1,4 +1,5 @@
-"""Who is calling ``/mcp``: a Confer access token or a ``cfk_…`` API key (issue 6, seed 004).
+"""Who is calling ``/mcp``: a Confer access token or a ``cfk_…`` API key (docs/agents.md, MCP server
+spec).
 
 Both arrive as ``Authorization: Bearer <credential>``. API keys are recognised by their
 ``cfk_`` prefix (:data:`gateway.services.api_keys.KEY_PREFIX`); their owner must still be an

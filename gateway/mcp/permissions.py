@@ -2,19 +2,17 @@
 
 The decision goes through :func:`gateway.services.consent.decide_in` inside
 :func:`gateway.mcp.audit.audited_write`, so the decision, the delivery or refusal it causes and
-the ``mcp_audit_log`` row commit together (seed 004). An expired request is resolved as denied
-after the failed transaction, exactly as ``POST /v1/permissions/{id}/decision`` does.
+the ``mcp_audit_log`` row commit together (MCP server spec). An expired request is resolved as
+denied after the failed transaction, exactly as ``POST /v1/permissions/{id}/decision`` does.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
+from gateway.db import Transaction
 from gateway.mcp.audit import audited_write
 from gateway.services import consent
-from gateway.services.consent import Outcome
 from gateway.state import AppState
 from models import User
 from models.federation_api import PermissionDecisionCreate
@@ -37,28 +35,23 @@ async def decide_permission(
     ``permission_decided``, ``permission_expired``).
     """
     payload = {"permission_id": permission_id, "decision": decision, "scope": scope}
-    outcomes: list[Outcome] = []
+    deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = PermissionDecisionCreate.model_validate({"decision": decision, "scope": scope})
-        outcome = await consent.decide_in(
-            conn, state, user, permission_id, data.decision, data.scope
-        )
-        outcomes.append(outcome)
+        outcome = await consent.decide_in(tx, deps, user, permission_id, data.decision, data.scope)
         return {"permission": outcome.permission.model_dump(mode="json")}, outcome.permission.id
 
-    async with state.agent_queue.after_commit():  # the agent's answer to an allowed request
-        result = await audited_write(
-            state.pool,
-            user_id=user.id,
-            agent=agent,
-            tool_name="confer_decide_permission",
-            payload=payload,
-            target_table="permissions",
-            action=action,
-        )
-    if result["ok"]:
-        consent.publish_outcome(state, outcomes[0])
-    elif result["code"] == "permission_expired":
-        await consent.expire(state, permission_id)
+    # the decision's events and the agent's answer go out once the audited write has committed
+    result = await audited_write(
+        state.pool,
+        user_id=user.id,
+        agent=agent,
+        tool_name="confer_decide_permission",
+        payload=payload,
+        target_table="permissions",
+        action=action,
+    )
+    if not result["ok"] and result["code"] == "permission_expired":
+        await consent.expire(state.pool, deps, permission_id)
     return result

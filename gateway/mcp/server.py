@@ -25,7 +25,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field, JsonValue, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.errors import ConferError, problem
+from gateway.errors import ConferError
+from gateway.http_errors import problem_for
 from gateway.mcp import permissions, tools
 from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
@@ -66,7 +67,7 @@ class BearerGate:
             try:
                 await authenticate(self._get_state(), headers.get("authorization"))
             except ConferError as exc:
-                response = problem(exc.status, exc.code, exc.title, exc.detail, scope["path"])
+                response = problem_for(exc, scope["path"])
                 response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return

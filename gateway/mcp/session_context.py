@@ -1,4 +1,4 @@
-"""``get_session_context``: what a coding agent should know when a session opens (seed 004).
+"""``get_session_context``: what a coding agent should know when a session opens (MCP server spec).
 
 Composes several searches (one per query, memories and knowledge), the project memory of the
 project, and the most recent conversations, then fills a token budget in that order of

@@ -1,7 +1,7 @@
 """The MCP tools' bodies, one function per tool, each acting for an authenticated ``user``.
 
 Read tools only read. Write tools validate their input with the API's own models *inside* the
-audited write, so invalid input also leaves an audit row of the failure (seed 004).
+audited write, so invalid input also leaves an audit row of the failure (MCP server spec).
 """
 
 from __future__ import annotations
@@ -9,20 +9,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 from pydantic import JsonValue
 
+from gateway.db import Transaction
 from gateway.errors import ValidationFailedError
 from gateway.ids import new_id
 from gateway.mcp.audit import audited_write
 from gateway.mcp.session_context import session_context
-from gateway.realtime.hub import Outgoing
 from gateway.services import conversations as conversations_service
 from gateway.services import project_memory as project_memory_service
 from gateway.services.memory import index_text
 from gateway.services.search import SearchMode
 from gateway.state import AppState
 from gateway.store import memories as memories_store
+from gateway.store import permissions as permissions_store
 from gateway.store import users as users_store
 from gateway.store.mcp_audit import list_mcp_audit
 from models import User
@@ -99,14 +99,8 @@ async def get_session_context(
 async def list_pending_permissions(state: AppState, user: User, *, limit: int) -> dict[str, Any]:
     """``{"permissions": [...]}``: the user's rows with ``decision = 'pending'``."""
     async with state.pool.acquire() as conn:
-        records = await conn.fetch(
-            """SELECT p.id, p.action, p.scope_json AS scope, p.level, p.requested_by,
-                      p.expires_at, p.created_at, pa.did AS peer_did
-               FROM permissions p LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-               WHERE p.user_id = $1 AND p.decision = 'pending'
-               ORDER BY p.id DESC LIMIT $2""",
-            user.id,
-            min(max(limit, 1), 200),
+        records = await permissions_store.list_pending_with_peer(
+            conn, user_id=user.id, limit=min(max(limit, 1), 200)
         )
     return {"permissions": [_jsonable(dict(r)) for r in records]}
 
@@ -122,7 +116,8 @@ async def get_audit_log(
     since: datetime | None,
     limit: int,
 ) -> dict[str, Any]:
-    """``{"count", "entries": [McpAuditRow…]}`` newest first (seed 004 ``cs_get_audit_log``)."""
+    """``{"count", "entries": [McpAuditRow…]}`` newest first (MCP server spec
+    ``cs_get_audit_log``)."""
     async with state.pool.acquire() as conn:
         rows = await list_mcp_audit(
             conn,
@@ -148,31 +143,25 @@ async def send_message(
 ) -> dict[str, Any]:
     """Post as the user with ``via: claude-code``; audited with the message in one transaction."""
     payload = {"conversation_id": conversation_id, "content": content, "in_reply_to": in_reply_to}
-    pushed: list[Outgoing] = []
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = MessageCreate(content=content, in_reply_to=in_reply_to, via="claude-code")
-        message, outgoing = await conversations_service.store_user_message(
-            conn, state.hub, user, conversation_id, data
+        message = await conversations_service.store_user_message(
+            tx, state.hub, state.agent_queue, user, conversation_id, data
         )
-        if outgoing is not None:
-            pushed.append(outgoing)
         return {"message_id": message.id, "conversation_id": conversation_id}, message.id
 
-    async with state.agent_queue.after_commit():  # the agent's task, if the message starts one
-        result = await audited_write(
-            state.pool,
-            user_id=user.id,
-            agent=agent,
-            tool_name="confer_send_message",
-            payload=payload,
-            target_table="messages",
-            action=action,
-        )
-    if result["ok"]:
-        for outgoing in pushed:  # published only once the audited transaction has committed
-            await state.hub.send(outgoing)
-    return result
+    # the message's events and the agent's task reach devices and workers once the audited
+    # transaction has committed
+    return await audited_write(
+        state.pool,
+        user_id=user.id,
+        agent=agent,
+        tool_name="confer_send_message",
+        payload=payload,
+        target_table="messages",
+        action=action,
+    )
 
 
 async def record_memory(
@@ -195,7 +184,8 @@ async def record_memory(
         "domain": domain,
     }
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
+        conn = tx.conn
         data = MemoryCreate.model_validate(
             {
                 "type": type,
@@ -263,10 +253,10 @@ async def update_project_memory(
     }
     payload = {"project_id": project_id, "peer_did": peer_did, **sent}
 
-    async def action(conn: asyncpg.Connection) -> tuple[dict[str, Any], str | None]:
+    async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = ProjectMemoryWrite.model_validate(sent)
         document, created = await project_memory_service.write_in(
-            conn, user, project_id, peer_did, data, if_match=None, via="mcp", keep_unset=True
+            tx.conn, user, project_id, peer_did, data, if_match=None, via="mcp", keep_unset=True
         )
         target = f"{project_id}:{peer_did}"
         return {"version": document.version, "created": created}, target

@@ -1,44 +1,38 @@
 """The hub: each user's ordered event stream, and fan-out to this process's devices.
 
 Durable events (message created/edited/deleted, receipts, conversation and participant
-changes) are appended to the user's stream in PostgreSQL — inside the caller's transaction with
-``append`` — and published on the event bus after commit with ``send``. Every process watching
-the user on the bus offers the frame to its local subscribers. Ephemeral events (typing,
-presence) go over the bus only. ``publish`` is the fire-and-forget form kept for callers that
-have already committed (inbound federation).
+changes, permission requests and decisions) are appended to the user's stream in PostgreSQL
+with ``append``, inside the transaction of the change they announce, and published on the event
+bus once it has committed (``Transaction.call_after``). Every process watching the user on the
+bus offers the frame to its local subscribers. A crash between the commit and the publish loses
+nothing: the event is stored, and a device resuming by offset replays it. Ephemeral events
+(typing, presence, message.delta) go over the bus only, with ``emit_ephemeral``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
+from gateway.db import Transaction
 from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
 from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
 from gateway.store import events as events_store
 from gateway.store import message_changes as change_store
 
-__all__ = ["EPHEMERAL_TYPES", "EventHub", "Outgoing", "Subscriber"]
+__all__ = ["EPHEMERAL_TYPES", "EventHub", "Subscriber"]
 
 log = logging.getLogger(__name__)
 
 EPHEMERAL_TYPES = frozenset({"typing", "presence", "message.delta"})
 DELIVERED_FLUSH_SECONDS = 0.1
-
-
-@dataclass
-class Outgoing:
-    """Frames appended in a transaction, to be published once it has committed."""
-
-    frames: list[tuple[str, Frame]] = field(default_factory=list)
-    conversation: tuple[str, str] | None = None
 
 
 def _delivery_of(event_type: str, data: Any) -> tuple[str | None, str | None]:
@@ -73,8 +67,6 @@ class EventHub:
         self.ephemeral = ephemeral or MemoryEphemeralStore()
         self._subscribers: dict[str, set[Subscriber]] = {}
         self._watching: dict[str, asyncio.Task[None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._last_publish: dict[frozenset[str], asyncio.Task[None]] = {}
         self._delivered: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -83,9 +75,7 @@ class EventHub:
         await self.bus.start(self.deliver)
 
     async def close(self) -> None:
-        """Finish pending fire-and-forget publishes, then disconnect the bus."""
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Finish the pending delivery flush, then disconnect the bus."""
         if self._flusher is not None:
             await asyncio.gather(self._flusher, return_exceptions=True)
         await self.bus.close()
@@ -148,93 +138,46 @@ class EventHub:
 
     async def append(
         self,
-        conn: asyncpg.Connection,
+        tx: Transaction,
         user_ids: Iterable[str],
         event_type: str,
         data: Any,
         *,
-        outgoing: Outgoing | None = None,
-    ) -> Outgoing:
-        """Append one durable event to each user's stream inside the caller's transaction.
+        conversation_id: str | None = None,
+    ) -> None:
+        """Append one durable event to each user's stream in ``tx``; publish it after commit.
 
-        ``data`` must be JSON-serialisable. Returns (or extends) the ``Outgoing`` to pass to
-        ``send`` after commit.
+        ``data`` must be JSON-serialisable. The rows are written in ``tx.conn``, so the event
+        commits (or rolls back) with the change it announces; the frames go on the bus once
+        ``tx`` has committed (:meth:`gateway.db.Transaction.call_after`). A lost publish is
+        recovered by the device's replay from the stored offset. With ``conversation_id`` the
+        event is also announced on the conversation's subject (``{"type", "data"}``).
+        Raises ValueError for an ephemeral type (those go through :meth:`emit_ephemeral`).
         """
-        outgoing = outgoing or Outgoing()
+        if event_type in EPHEMERAL_TYPES:
+            raise ValueError(f"{event_type} is ephemeral: use emit_ephemeral")
         users = sorted(set(user_ids))
-        if not users:
-            return outgoing
         text = _json(data)
-        await events_store.ensure_streams(conn, user_ids=users)
-        rows = await events_store.append_events(conn, user_ids=users, type=event_type, data=text)
-        sender, message_id = _delivery_of(event_type, data)
-        outgoing.frames.extend(
-            (uid, event_frame(event_type, seq, text, message_id if uid != sender else None))
-            for uid, seq in rows
-        )
-        return outgoing
-
-    async def send(self, outgoing: Outgoing) -> None:
-        """Publish committed frames on the bus (and the conversation subject, if any)."""
-        if outgoing.frames:
-            await self.bus.publish(outgoing.frames)
-        if outgoing.conversation is not None:
-            await self.bus.publish_conversation(*outgoing.conversation)
-
-    async def emit(self, user_ids: Iterable[str], event_type: str, data: Any) -> None:
-        """Append a durable event in its own transaction and publish it."""
-        if event_type in EPHEMERAL_TYPES or self._pool is None:
-            await self.emit_ephemeral(user_ids, event_type, data)
-            return
-        async with self._pool.acquire() as conn, conn.transaction():
-            outgoing = await self.append(conn, user_ids, event_type, data)
-        await self.send(outgoing)
+        if users:
+            await events_store.ensure_streams(tx.conn, user_ids=users)
+            rows = await events_store.append_events(
+                tx.conn, user_ids=users, type=event_type, data=text
+            )
+            sender, message_id = _delivery_of(event_type, data)
+            frames = [
+                (uid, event_frame(event_type, seq, text, message_id if uid != sender else None))
+                for uid, seq in rows
+            ]
+            tx.call_after(functools.partial(self.bus.publish, frames))
+        if conversation_id is not None:
+            body = f'{{"type":{json.dumps(event_type)},"data":{text}}}'
+            tx.call_after(functools.partial(self.bus.publish_conversation, conversation_id, body))
 
     async def emit_ephemeral(self, user_ids: Iterable[str], event_type: str, data: Any) -> None:
-        """Publish an event that is not stored (typing, presence): no offset, droppable."""
+        """Publish an event that is not stored (typing, presence, message.delta): no offset,
+        droppable, so it needs no transaction."""
         frame = ephemeral_frame(event_type, data)
         await self.bus.publish([(uid, frame) for uid in set(user_ids)])
-
-    def publish(self, user_ids: Iterable[str], event_type: str, data: Any) -> int:
-        """Fire-and-forget ``emit`` for callers outside a transaction (e.g. inbound federation).
-
-        Events published one after the other to the same users are emitted in that order
-        (each waits for the one before), so a user's stream never shows, say, a permission
-        request before the notice it belongs to; events for other audiences do not wait.
-        Returns how many devices of ``user_ids`` are connected to this process right now.
-        """
-        users = list(user_ids)
-        audience = frozenset(users)
-        task = asyncio.get_running_loop().create_task(
-            self._emit_after(self._last_publish.get(audience), users, event_type, data)
-        )
-        self._last_publish[audience] = task
-        self._tasks.add(task)
-
-        def done(finished: asyncio.Task[None]) -> None:
-            self._tasks.discard(finished)
-            if self._last_publish.get(audience) is finished:
-                del self._last_publish[audience]
-
-        task.add_done_callback(done)
-        return sum(self.connections(uid) for uid in audience)
-
-    async def _emit_after(
-        self,
-        previous: asyncio.Task[None] | None,
-        user_ids: list[str],
-        event_type: str,
-        data: Any,
-    ) -> None:
-        if previous is not None and not previous.done():
-            await asyncio.wait([previous])  # never raises; its failure is its own
-        await self._emit_logged(user_ids, event_type, data)
-
-    async def _emit_logged(self, user_ids: list[str], event_type: str, data: Any) -> None:
-        try:
-            await self.emit(user_ids, event_type, data)
-        except Exception:
-            log.exception("could not emit %s to %d users", event_type, len(user_ids))
 
     def note_delivered(self, message_id: str) -> None:
         """A device received ``message_id``: set its ``delivered_at`` soon (batched)."""

@@ -4,6 +4,8 @@
   users with a device connected to it, and only while they are.
 - ``conversation.{conversation_id}.messages``: each new message (``{"type", "data"}``), for
   listeners such as agent runtimes; the gateway itself does not need it for fan-out.
+- ``task.{task_id}.updates``: each A2A task update (the ``statusUpdate`` JSON an SSE stream
+  emits); one subscription per open ``SubscribeToTask`` / ``SendStreamingMessage`` stream.
 
 Core NATS is at-most-once; that is enough because PostgreSQL holds every durable event: a
 device that sees a gap in offsets fills it from the database, and a reconnect replays.
@@ -12,6 +14,7 @@ device that sees a gap in offsets fills it from the database, and a reconnect re
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +22,14 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from gateway.realtime.bus import Deliver, EventBus, decode_frame, encode_frame
+from gateway.realtime.bus import (
+    Deliver,
+    EventBus,
+    TaskDeliver,
+    Unwatch,
+    decode_frame,
+    encode_frame,
+)
 from gateway.realtime.subscriber import Frame
 
 log = logging.getLogger(__name__)
@@ -35,6 +45,17 @@ def conversation_subject(conversation_id: str) -> str:
     return f"conversation.{conversation_id}.messages"
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def task_subject(task_id: str) -> str:
+    """``task.{task_id}.updates``. Raises ValueError unless ``task_id`` is one plain subject
+    token (no ``.``, wildcard or space: it must not reach other tasks' subjects)."""
+    if not _TOKEN.fullmatch(task_id):
+        raise ValueError("a task id must be letters, digits, '-' or '_'")
+    return f"task.{task_id}.updates"
+
+
 class NatsBus(EventBus):
     """Publishes frames to ``user.{id}.events`` and subscribes per watched user."""
 
@@ -43,6 +64,7 @@ class NatsBus(EventBus):
         self._nc: Client | None = None
         self._deliver: Deliver | None = None
         self._subscriptions: dict[str, Any] = {}
+        self._task_subscriptions: set[Any] = set()
 
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
@@ -53,6 +75,7 @@ class NatsBus(EventBus):
     async def close(self) -> None:
         nc, self._nc = self._nc, None
         self._subscriptions.clear()
+        self._task_subscriptions.clear()
         if nc is not None and not nc.is_closed:
             await nc.close()
 
@@ -90,3 +113,35 @@ class NatsBus(EventBus):
 
     async def publish_conversation(self, conversation_id: str, text: str) -> None:
         await self._client().publish(conversation_subject(conversation_id), text.encode())
+
+    async def watch_task(self, task_id: str, deliver: TaskDeliver) -> Unwatch:
+        subject = task_subject(task_id)
+        nc = self._client()
+
+        async def on_message(msg: Msg) -> None:
+            deliver(msg.data)
+
+        subscription = await nc.subscribe(subject, cb=on_message)
+        self._task_subscriptions.add(subscription)
+
+        async def unwatch() -> None:
+            if subscription not in self._task_subscriptions:
+                return  # ended already, or the bus was closed
+            self._task_subscriptions.discard(subscription)
+            if nc.is_closed or nc.is_draining:
+                return
+            # nats-py drops the subscription locally before its first await
+            await subscription.unsubscribe()
+
+        try:
+            await nc.flush()  # the server has the subscription before the caller reads the task
+        except BaseException:
+            await unwatch()
+            raise
+        return unwatch
+
+    async def publish_task(self, task_id: str, payload: bytes) -> None:
+        await self._client().publish(task_subject(task_id), payload)
+
+    def task_watches(self) -> int:
+        return len(self._task_subscriptions)

@@ -1,4 +1,5 @@
-"""Inspect what your own agent would see in a conversation (seed 000's context flow)."""
+"""Inspect what your own agent would see in a conversation (the context-tables spec's context
+flow)."""
 
 from __future__ import annotations
 

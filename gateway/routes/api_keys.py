@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from gateway.deps import Current, State
@@ -10,7 +12,7 @@ from models.federation_api import ApiKeyCreate, ApiKeyIssued, ApiKeyPublic
 
 router = APIRouter(tags=["federation"])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such API key (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, File, UploadFile
@@ -17,7 +17,7 @@ from models.api import AttachmentPublic
 
 router = APIRouter(tags=["conversations"])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such attachment, or not yours to see (problem+json)"},
     413: {"description": "Larger than CONFER_ATTACHMENT_MAX_BYTES (problem+json)"},

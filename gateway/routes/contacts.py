@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -12,7 +12,7 @@ from models.api import ContactCreate, ContactPublic, ContactUpdate
 
 router = APIRouter(tags=["conversations"])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such contact (problem+json)"},
     422: {"description": "Invalid input or DID (problem+json)"},

@@ -95,15 +95,15 @@ async def post_message(
     ] = None,
 ) -> Message:
     """Store a message, push it to every participant's devices, and queue it for peers."""
-    async with state.agent_queue.after_commit():  # the agent's task, if the message starts one
-        return await service.post_message(
-            state.pool,
-            state.hub,
-            current.user,
-            checked_id(conversation_id),
-            data,
-            idempotency_key=idempotency_key,
-        )
+    return await service.post_message(
+        state.pool,
+        state.hub,
+        state.agent_queue,
+        current.user,
+        checked_id(conversation_id),
+        data,
+        idempotency_key=idempotency_key,
+    )
 
 
 @router.get(

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 from gateway.agents.peer_tasks import release_waiting
 from gateway.deps import get_ws_state
 from gateway.errors import ConferError
+from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
 from gateway.realtime.session import EventSession, Resume, SessionLimits
 from gateway.services import presence
@@ -33,8 +34,9 @@ router = APIRouter()
 SUBPROTOCOL = "confer.v1"
 BEARER_PREFIX = "bearer."
 AUTH_TIMEOUT = 10.0
-CLOSE_UNAUTHENTICATED = 4001
-CLOSE_ORIGIN_REFUSED = 4003
+# any failed authentication (a disabled account too) closes with 4001, as docs/websocket.md says
+CLOSE_UNAUTHENTICATED = WS_CLOSE_UNAUTHENTICATED
+CLOSE_ORIGIN_REFUSED = WS_CLOSE_FORBIDDEN
 
 
 def origin_allowed(origin: str | None, public_url: str, allowed: list[str]) -> bool:
@@ -123,14 +125,17 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     )
 
     async def on_frame(frame: dict[str, Any]) -> bool:
-        return await handle_client_frame(state, auth.user, frame)
+        return await handle_client_frame(
+            state.pool, state.hub, settings.typing_interval_seconds, auth.user, frame
+        )
 
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
     device = new_id()
-    await presence.device_connected(state, auth.user, device)
+    await presence.device_connected(state.pool, state.hub, auth.user, device)
     # the owner is back: held peer requests complete and the agent answers them
-    async with state.agent_queue.after_commit():
-        await release_waiting(state.pool, state.clock, auth.user.id, state.task_events)
+    await release_waiting(
+        state.pool, state.clock, state.agent_queue, auth.user.id, state.task_events
+    )
     ready = {"user_id": auth.user.id, "did": auth.user.did}
     running = asyncio.create_task(session.run(ready, resume))
     watchdog = asyncio.create_task(_watch_session(websocket, state, auth, device))
@@ -140,7 +145,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         for task in (running, watchdog):
             task.cancel()
         await asyncio.gather(running, watchdog, return_exceptions=True)
-        await presence.device_disconnected(state, auth.user, device)
+        await presence.device_disconnected(state.pool, state.hub, auth.user, device)
 
 
 async def _watch_session(

@@ -13,6 +13,7 @@ from gateway.deps import State
 from gateway.errors import NotFoundError
 from gateway.routes import problems
 from gateway.services.identity import AGENT_FACTS_SERVICE_TYPE
+from gateway.store import system as system_store
 from gateway.store import users as users_store
 
 router = APIRouter(tags=["identity"])
@@ -84,5 +85,5 @@ async def agent_did_document(agent_id: str, request: Request, state: State) -> R
 async def healthz(state: State) -> dict[str, str]:
     """``{"status": "ok", "did": …}`` when the database answers."""
     async with state.pool.acquire() as conn:
-        await conn.fetchval("SELECT 1")
+        await system_store.ping(conn)
     return {"status": "ok", "did": state.identity.did}

@@ -1,8 +1,9 @@
-"""An agent's memories, the knowledge base, ambient context and search (seed 000), owner-only."""
+"""An agent's memories, the knowledge base, ambient context and search (context-tables spec),
+owner-only."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -26,7 +27,7 @@ from models.context import (
 
 router = APIRouter(tags=["memory"])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "Not found, or not yours (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},
@@ -45,7 +46,7 @@ def _id(value: str, what: str) -> str:
 async def create_memory(
     agent_id: str, data: MemoryCreate, current: Current, state: State
 ) -> MemoryRow:
-    """Store a long-term memory of one of your agents (seed 000 ``memoria``)."""
+    """Store a long-term memory of one of your agents (context-tables spec ``memoria``)."""
     return await state.context.memory.create_memory(current.user, _id(agent_id, "agent"), data)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -13,7 +13,7 @@ from models.federation_api import PermissionDecisionCreate
 
 router = APIRouter(tags=["conversations"])
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such permission request (problem+json)"},
     409: {"description": "Already decided, or expired and denied (problem+json)"},
@@ -43,4 +43,7 @@ async def decide_permission(
     permission_id: str, data: PermissionDecisionCreate, current: Current, state: State
 ) -> PermissionRow:
     """Allow once, allow always (reused within ``scope``) or deny; the requester is told."""
-    return await consent.decide(state, current.user, permission_id, data.decision, data.scope)
+    deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)
+    return await consent.decide(
+        state.pool, deps, current.user, permission_id, data.decision, data.scope
+    )

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Response
 
@@ -22,7 +22,7 @@ router = APIRouter(tags=["memory"])
 ProjectId = Annotated[str, Path(pattern=service.PROJECT_ID_PATTERN)]
 PeerDid = Annotated[DID, Query(description="The peer agent's DID (one of your contacts)")]
 _ETAG = re.compile(r'^"(\d{1,9})"$')
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "Not a contact, or no document yet (problem+json)"},
     409: {"description": "base_version is stale (problem+json)"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response
 
 from gateway.deps import Current, State
@@ -38,7 +40,9 @@ async def translate(
     translated now, 200 when a stored translation of the same text was reused. The original
     message is never changed."""
     _check_ids(conversation=conversation_id, message=message_id)
-    result = await translate_message(state, current.user, conversation_id, message_id, data.to)
+    result = await translate_message(
+        state.context.translator, current.user, conversation_id, message_id, data.to
+    )
     if result.reused:
         response.status_code = 200
     return result
@@ -51,7 +55,7 @@ def _check_ids(**ids: str) -> None:
 
 
 _AUTO = "/v1/conversations/{conversation_id}/auto-translation"
-_AUTO_ERRORS = {
+_AUTO_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such conversation of yours (problem+json)"},
     422: {"description": "Invalid language (problem+json)"},

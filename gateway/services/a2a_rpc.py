@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -25,10 +26,10 @@ from a2a.protocol import (
     UnsupportedOperationError,
     message_text,
 )
-from gateway.a2a_callers import A2ACaller
 from gateway.errors import ValidationFailedError
 from gateway.services import federated_changes, federation
 from gateway.services import tasks as tasks_service
+from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.tasks import Recipient, status_update, task_json
 from gateway.state import AppState
@@ -70,8 +71,7 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
             if params.tenant:
                 recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
             else:
-                confer = (params.message.metadata or {}).get("confer") or {}
-                did = confer.get("recipient") if isinstance(confer, dict) else None
+                did = ConferMetadata.of(params.message.metadata).recipient
                 recipient = await federation.recipient_for_did(conn, ctx.state.identity, did)
         await federation.admit(conn, ctx.caller, recipient)
     return recipient
@@ -82,8 +82,18 @@ async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
     text = message_text(params.message, ctx.state.settings.max_message_chars)
     federation.check_sender(ctx.caller, params)
     recipient = await _recipient(ctx, params)
+    state = ctx.state
     task, created = await federation.receive_message(
-        ctx.state, ctx.caller, recipient, params, text, ctx.ip
+        ctx.caller,
+        recipient,
+        params,
+        text,
+        ctx.ip,
+        pool=state.pool,
+        hub=state.hub,
+        queue=state.agent_queue,
+        clock=state.clock,
+        permission_ttl_seconds=state.settings.permission_ttl_seconds,
     )
     return task, created
 
@@ -92,14 +102,24 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
     a peer's edit or delete of an earlier message → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
-    change = federated_changes.change_of(params)
+    change = ConferMetadata.of(params.message.metadata).change()
     if change is not None:
         text = ""
         if change[0] == "edit":
             text = message_text(params.message, ctx.state.settings.max_message_chars)
         federation.check_sender(ctx.caller, params)
         recipient = await _recipient(ctx, params)
-        return await federated_changes.apply_change(ctx.state, ctx.caller, recipient, params, text)
+        state = ctx.state
+        return await federated_changes.apply_change(
+            ctx.caller,
+            recipient,
+            params,
+            text,
+            pool=state.pool,
+            hub=state.hub,
+            clock=state.clock,
+            task_events=state.task_events,
+        )
     task, _ = await _send(ctx, raw)
     return {"task": task_json(task)}
 
@@ -129,7 +149,7 @@ async def cancel_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:
 
 async def _follow(ctx: RpcContext, row: TaskRow, *, stop_on_interrupt: bool) -> AsyncIterator[Any]:
     """Yield status updates of ``row``'s task until it ends (or is interrupted)."""
-    with ctx.state.task_events.watch(row.id) as queue:
+    async with ctx.state.task_events.watch(row.id) as queue:
         # Re-read after subscribing, so an update between the first read and now is not lost.
         current = await tasks_service.get_task(ctx.state.pool, ctx.caller.ref, row.id)
         if current.state != row.state:

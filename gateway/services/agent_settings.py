@@ -1,6 +1,6 @@
 """The user's own agents: read and update their settings (``/v1/agents/me``, ``/v1/agents/{id}``).
 
-Validation beyond the pydantic shapes (seed 002 ``Agent``): every ``model_config`` provider
+Validation beyond the pydantic shapes (data model spec, ``Agent``): every ``model_config`` provider
 must be an LLM provider of the catalog (``gateway.agents.catalog``), temperatures lie in
 [0, 2], policy rules name their peer by DID. Errors are 422 naming the field.
 """

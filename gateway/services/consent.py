@@ -11,22 +11,26 @@ Every step is audited.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
 from gateway.agents.peer_tasks import enqueue_for_peer
+from gateway.agents.queue import TaskQueue
+from gateway.clock import Clock
+from gateway.db import Transaction, transaction
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
+from gateway.realtime.hub import EventHub
 from gateway.services import key_consent
-from gateway.services.conversations import MESSAGE_CREATED, send_message_params
+from gateway.services.conversations import MESSAGE_CREATED
+from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.policy import Verdict
 from gateway.services.settlement import is_allowed, settle_task
-from gateway.services.tasks import Recipient
-from gateway.state import AppState
+from gateway.services.tasks import Recipient, TaskEvents
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -44,7 +48,7 @@ PERMISSION_DECIDED = "permission.decided"
 
 @dataclass
 class Outcome:
-    """What to push once the transaction commits."""
+    """What a decision changed: announced in its unit of work (:func:`announce_outcome`)."""
 
     owner_id: str
     permission: PermissionRow
@@ -60,7 +64,6 @@ def permission_json(permission: PermissionRow) -> dict[str, Any]:
 
 async def request_consent(
     conn: asyncpg.Connection,
-    state: AppState,
     *,
     recipient: Recipient,
     peer: PeerAgentRow,
@@ -69,9 +72,10 @@ async def request_consent(
     text: str,
     task_id: str,
     conversation_id: str,
+    expires_at: datetime,
 ) -> tuple[PermissionRow, Message]:
-    """Open a pending request and post its ``permission_request`` message (in ``conn``'s tx)."""
-    expires_at = state.clock.now() + timedelta(seconds=state.settings.permission_ttl_seconds)
+    """Open a pending request (open until ``expires_at``) and post its ``permission_request``
+    message, in ``conn``'s transaction; announce both with :func:`announce_request`."""
     scope = {
         "agent_id": recipient.agent_id,
         "agent_did": recipient.did,
@@ -119,22 +123,27 @@ async def request_consent(
     return permission, message
 
 
-def publish_request(
-    state: AppState, owner_id: str, permission: PermissionRow, msg: Message
+async def announce_request(
+    tx: Transaction, hub: EventHub, owner_id: str, permission: PermissionRow, msg: Message
 ) -> None:
-    """Tell the owner's devices about a new request."""
-    state.hub.publish([owner_id], MESSAGE_CREATED, msg.model_dump(mode="json"))
-    state.hub.publish([owner_id], PERMISSION_REQUESTED, permission_json(permission))
+    """Append the request's notice and ``permission.requested`` to the owner's stream in the
+    unit of work that opened it (published to the devices after commit, in that order)."""
+    await hub.append(tx, [owner_id], MESSAGE_CREATED, msg.model_dump(mode="json"))
+    await hub.append(tx, [owner_id], PERMISSION_REQUESTED, permission_json(permission))
 
 
-def publish_outcome(state: AppState, outcome: Outcome) -> None:
-    """Tell the owner's devices (and task subscribers) about a committed decision."""
+async def announce_outcome(
+    tx: Transaction, hub: EventHub, task_events: TaskEvents, outcome: Outcome
+) -> None:
+    """Append a decision's messages and ``permission.decided`` to the streams in the unit of
+    work that decided it; task subscribers hear of the settled task after commit."""
     users = list(dict.fromkeys([outcome.owner_id, *outcome.also_notify]))
     for message in outcome.messages:
-        state.hub.publish(users, MESSAGE_CREATED, message.model_dump(mode="json"))
-    state.hub.publish([outcome.owner_id], PERMISSION_DECIDED, permission_json(outcome.permission))
+        await hub.append(tx, users, MESSAGE_CREATED, message.model_dump(mode="json"))
+    decided = permission_json(outcome.permission)
+    await hub.append(tx, [outcome.owner_id], PERMISSION_DECIDED, decided)
     if outcome.task is not None:
-        state.task_events.publish(outcome.task)
+        tx.call_after(functools.partial(task_events.publish, outcome.task))
 
 
 async def list_permissions(
@@ -147,77 +156,91 @@ async def list_permissions(
         )
 
 
+@dataclass(frozen=True)
+class Deciding:
+    """What resolving a request touches besides the database: the streams (``hub``), the
+    agent workers (``queue``, for the agent's answer to an allowed request), the A2A task
+    subscribers (``task_events``) and the clock (expiry, timestamps)."""
+
+    hub: EventHub
+    queue: TaskQueue
+    task_events: TaskEvents
+    clock: Clock
+
+
 async def decide(
-    state: AppState, user: User, permission_id: str, decision: str, scope: str | None
+    pool: asyncpg.Pool,
+    deps: Deciding,
+    user: User,
+    permission_id: str,
+    decision: str,
+    scope: str | None,
 ) -> PermissionRow:
     """The owner's decision. Raises PermissionNotFoundError, PermissionDecidedError, and
     PermissionExpiredError (the request expired: it is resolved as denied)."""
     try:
-        async with (
-            state.agent_queue.after_commit(),
-            state.pool.acquire() as conn,
-            conn.transaction(),
-        ):
-            outcome = await decide_in(conn, state, user, permission_id, decision, scope)
+        async with transaction(pool) as tx:
+            outcome = await decide_in(tx, deps, user, permission_id, decision, scope)
     except PermissionExpiredError:
-        await expire(state, permission_id)
+        await expire(pool, deps, permission_id)
         raise
-    publish_outcome(state, outcome)
     return outcome.permission
 
 
 async def decide_in(
-    conn: asyncpg.Connection,
-    state: AppState,
+    tx: Transaction,
+    deps: Deciding,
     user: User,
     permission_id: str,
     decision: str,
     scope: str | None,
 ) -> Outcome:
-    """:func:`decide` inside the caller's transaction (the MCP tool audits in the same one).
+    """:func:`decide` inside the caller's unit of work (the MCP tool audits in the same one).
 
-    Nothing is published: call :func:`publish_outcome` after commit. On PermissionExpiredError
+    The outcome is announced in ``tx`` (:func:`announce_outcome`). On PermissionExpiredError
     the caller rolls back and then calls :func:`expire`.
     """
+    conn = tx.conn
     permission = await store.get_permission(conn, id=permission_id, user_id=user.id)
     if permission is None:
         raise PermissionNotFoundError(f"no permission request {permission_id}")
     if permission.decision != "pending":
         raise PermissionDecidedError(f"already decided: {permission.decision}")
-    if permission.expires_at is not None and permission.expires_at <= state.clock.now():
+    if permission.expires_at is not None and permission.expires_at <= deps.clock.now():
         raise PermissionExpiredError("the request expired before the decision; it was denied")
     if decision == "allow_always":
         scope = scope or "peer_action"
-    return await _resolve(conn, state, permission, decision, scope, user.id)
+    return await _resolve(tx, deps, permission, decision, scope, user.id)
 
 
-async def expire(state: AppState, permission_id: str) -> bool:
+async def expire(pool: asyncpg.Pool, deps: Deciding, permission_id: str) -> bool:
     """Resolve one pending, expired request as denied; False when it was not pending."""
-    async with state.agent_queue.after_commit(), state.pool.acquire() as conn, conn.transaction():
-        permission = await store.get_permission_by_id(conn, id=permission_id)
+    async with transaction(pool) as tx:
+        permission = await store.get_permission_by_id(tx.conn, id=permission_id)
         if permission is None or permission.decision != "pending":
             return False
-        outcome = await _resolve(conn, state, permission, "deny", None, None)
-    publish_outcome(state, outcome)
+        await _resolve(tx, deps, permission, "deny", None, None)
     return True
 
 
-async def expire_due(state: AppState) -> int:
+async def expire_due(pool: asyncpg.Pool, deps: Deciding) -> int:
     """Deny every pending request past its ``expires_at``; returns how many."""
-    async with state.pool.acquire() as conn:
-        due = await store.list_expired(conn, now=state.clock.now(), limit=100)
-    return sum([await expire(state, permission_id) for permission_id in due])
+    async with pool.acquire() as conn:
+        due = await store.list_expired(conn, now=deps.clock.now(), limit=100)
+    return sum([await expire(pool, deps, permission_id) for permission_id in due])
 
 
 async def _resolve(
-    conn: asyncpg.Connection,
-    state: AppState,
+    tx: Transaction,
+    deps: Deciding,
     permission: PermissionRow,
     decision: str,
     scope: str | None,
     decided_by: str | None,
 ) -> Outcome:
-    now = state.clock.now()
+    """Record the decision, settle its task, audit it, and announce all of it in ``tx``."""
+    conn = tx.conn
+    now = deps.clock.now()
     decided = await store.decide_permission(
         conn,
         id=permission.id,
@@ -232,10 +255,10 @@ async def _resolve(
     task = await tasks_store.get_task_by_permission(conn, permission_id=permission.id)
     peer = await peers_store.get_peer(conn, id=permission.peer_id or "")
     if task is not None and peer is not None and task.state == "TASK_STATE_AUTH_REQUIRED":
-        outcome.task, outcome.messages = await _settle(conn, state, decided, task, peer)
+        outcome.task, outcome.messages = await _settle(tx, deps, decided, task, peer)
     elif task is not None and task.state == "TASK_STATE_AUTH_REQUIRED":
         if key_consent.is_local_request(decided):
-            settled = await key_consent.settle(conn, state, decided, task)
+            settled = await key_consent.settle(conn, decided, task, now)
             outcome.task, outcome.messages, requester = settled
             outcome.also_notify.append(requester)
     await audit_store.insert_audit(
@@ -250,17 +273,19 @@ async def _resolve(
             "task_id": task.id if task else None,
         },
     )
+    await announce_outcome(tx, deps.hub, deps.task_events, outcome)
     return outcome
 
 
 async def _settle(
-    conn: asyncpg.Connection,
-    state: AppState,
+    tx: Transaction,
+    deps: Deciding,
     permission: PermissionRow,
     task: TaskRow,
     peer: PeerAgentRow,
 ) -> tuple[TaskRow, list[Message]]:
     """Deliver or refuse the held request, and queue the agent's answer to the requester."""
+    conn = tx.conn
     scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
     conversation_id = scope["conversation_id"]
     messages: list[Message] = []
@@ -287,8 +312,9 @@ async def _settle(
         delivered_id = delivered.id
         if scope.get("agent_id"):  # the agent answers the delivered request
             await enqueue_for_peer(
-                conn,
-                state.hub,
+                tx,
+                deps.hub,
+                deps.queue,
                 agent_id=scope["agent_id"],
                 owner_id=permission.user_id,
                 conversation_id=conversation_id,
@@ -296,7 +322,7 @@ async def _settle(
                 owner_present=permission.decided_by is not None,
             )
     settled, answer = await settle_task(
-        conn, task, permission, delivered_id=delivered_id, now=state.clock.now()
+        conn, task, permission, delivered_id=delivered_id, now=deps.clock.now()
     )
     messages.append(await _answer(conn, scope, peer, answer, settled, permission.decision))
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
@@ -323,22 +349,15 @@ async def _answer(
         sender_did=agent.did,
         content=text,
     )
-    # in the requester's terms: its context and its id of the request (see params_for_peer)
-    payload = send_message_params(
+    # in the requester's terms: its context and its id of the request
+    answer = Post(
         message,
         sender_name=agent.name,
-        recipient_did=peer.did,
+        to=peer,
         context_id=task.context_id,
         in_reply_to=task.remote_message_id,
+        task_id=task.id,
+        decision=decision,
     )
-    payload["message"]["metadata"]["confer"].update(taskId=task.id, decision=decision)
-    await federation_store.insert_outbox(
-        conn,
-        destination=urlsplit(peer.endpoint).netloc.lower(),
-        endpoint=peer.endpoint,
-        sender_did=agent.did,
-        peer_id=peer.id,
-        message_id=message.id,
-        payload=payload,
-    )
+    await queue_for_peers(conn, answer)
     return message

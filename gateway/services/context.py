@@ -1,4 +1,4 @@
-"""The own agent's services in one bundle, built in the app's lifespan (issue 6)."""
+"""The own agent's services in one bundle, built in the app's lifespan (docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,21 @@ from gateway.clock import Clock
 from gateway.realtime.hub import EventHub
 from gateway.services.memory import MemoryService
 from gateway.services.search import SearchService
+from gateway.services.translation import Translator
 from gateway.settings import Settings
 
 
 @dataclass
 class ContextServices:
-    """Memories/knowledge/ambient CRUD, search, the embeddings client, the agent runtime and
-    the provider registry (translations call it directly)."""
+    """Memories/knowledge/ambient CRUD, search, the embeddings client, the agent runtime the
+    provider registry, and the translator built on that registry."""
 
     embedder: Embedder
     memory: MemoryService
     search: SearchService
     runtime: AgentRuntime
     registry: ProviderRegistry
+    translator: Translator
 
 
 def build_context_services(
@@ -54,4 +56,5 @@ def build_context_services(
         search=SearchService(pool, embedder, clock, settings.search_similarity_threshold),
         runtime=AgentRuntime(pool, hub, clock, settings, registry),
         registry=registry,
+        translator=Translator(pool, registry, settings.llm_timeout_seconds),
     )

@@ -1,20 +1,21 @@
 """Conversations and messages: create, post (store + fan-out + outbox), list.
 
-Posting is the hot path: one transaction stores the message and queues one outbox row per
-remote participant; after commit the event is pushed to every local member's devices.
+Posting is the hot path: one transaction stores the message, queues one outbox row per
+remote participant and appends the ``message.created`` event to every local member's stream;
+after commit the event is pushed to their devices.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
 from did.web import split_did_url
+from gateway.agents.queue import TaskQueue
 from gateway.agents.worker import enqueue_for_message
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     AgentNotReachableError,
     ConversationArchivedError,
@@ -27,18 +28,17 @@ from gateway.errors import (
 )
 from gateway.ids import new_id
 from gateway.realtime.ephemeral import EphemeralStore
-from gateway.realtime.hub import EventHub, Outgoing
+from gateway.realtime.hub import EventHub
 from gateway.services.attachments import link_to_message
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
+from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.peers import PeerDirectory
 from gateway.services.unread import unread_count
 from gateway.store import conversations as conv_store
-from gateway.store import federation as federation_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
-from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import ConversationRow, Message, User
@@ -268,68 +268,10 @@ async def check_can_post(
         raise ObserverCannotPostError("observers read but cannot post")
 
 
-def send_message_params(
-    message: Message,
-    *,
-    sender_name: str | None,
-    recipient_did: str,
-    context_id: str | None = None,
-    in_reply_to: str | None = None,
-) -> dict[str, Any]:
-    """A2A 1.0 ``SendMessageRequest`` params carrying ``message`` (A2A spec §4.5, §9).
-
-    ``contextId`` is ``context_id`` (the one the peer uses for this conversation) or our
-    conversation id; ``metadata.confer.inReplyTo`` is ``in_reply_to`` or our own id of the
-    replied message.
-    """
-    confer: dict[str, Any] = {
-        "sender": message.sender_did,
-        "recipient": recipient_did,
-        "createdAt": message.created_at.isoformat(),
-    }
-    if sender_name:
-        confer["senderName"] = sender_name
-    if in_reply_to or message.in_reply_to:
-        confer["inReplyTo"] = in_reply_to or message.in_reply_to
-    return {
-        "message": {
-            "messageId": message.id,
-            "contextId": context_id or message.conversation_id,
-            "role": "ROLE_USER",
-            "parts": [{"text": message.content or ""}],
-            "metadata": {"confer": confer},
-        },
-        "configuration": {"returnImmediately": True},
-    }
-
-
-async def params_for_peer(
-    conn: asyncpg.Connection, message: Message, *, sender_name: str | None, peer_did: str
-) -> dict[str, Any]:
-    """:func:`send_message_params` in the peer's own terms, so its answer threads: the
-    ``contextId`` the peer used when it last wrote into this conversation (A2A §3.4: the
-    context is the server's, reused by the client), and ``inReplyTo`` as the id the peer gave
-    the replied message when the peer sent it."""
-    context_id = await tasks_store.peer_context_id(
-        conn, conversation_id=message.conversation_id, caller=f"peer:{peer_did}"
-    )
-    in_reply_to = None
-    if message.in_reply_to:
-        in_reply_to = await federation_store.get_remote_id(
-            conn, message_id=message.in_reply_to, origin_did=peer_did
-        )
-    return send_message_params(
-        message,
-        sender_name=sender_name,
-        recipient_did=peer_did,
-        context_id=context_id,
-        in_reply_to=in_reply_to,
-    )
-
-
 async def post_message(
     pool: asyncpg.Pool,
     hub: EventHub,
+    queue: TaskQueue,
     user: User,
     conversation_id: str,
     data: MessageCreate,
@@ -344,34 +286,35 @@ async def post_message(
     ObserverCannotPostError / ConversationArchivedError, and ValidationFailedError for a
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
-    async with pool.acquire() as conn, conn.transaction():
-        message, outgoing = await store_user_message(
-            conn, hub, user, conversation_id, data, idempotency_key=idempotency_key
+    async with transaction(pool) as tx:
+        return await store_user_message(
+            tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key
         )
-    if outgoing is not None:
-        await hub.send(outgoing)
-    return message
 
 
 async def store_user_message(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     hub: EventHub,
+    queue: TaskQueue,
     user: User,
     conversation_id: str,
     data: MessageCreate,
     *,
     idempotency_key: str | None = None,
-) -> tuple[Message, Outgoing | None]:
-    """The body of :func:`post_message`, inside the caller's transaction.
+) -> Message:
+    """The body of :func:`post_message`, inside the caller's unit of work.
 
-    Returns the message and the events to publish with ``hub.send`` once the transaction has
-    committed (None when an idempotent retry returned an earlier message).
+    The ``message.created`` event is appended to every local member's stream in ``tx``, and the
+    agent tasks the message starts are announced on ``queue``; both reach the bus and the
+    workers once ``tx`` commits. An idempotent retry returns the earlier message and adds
+    nothing.
     """
+    conn = tx.conn
     validate_message(data)
     if idempotency_key is not None:
         earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
         if earlier is not None:
-            return earlier, None
+            return earlier
     conversation = await conv_store.get_conversation_for_user(
         conn, conversation_id=conversation_id, user_id=user.id
     )
@@ -414,7 +357,8 @@ async def store_user_message(
             message_id=message.id,
         )
     await enqueue_for_message(
-        conn,
+        tx,
+        queue,
         conversation_id=conversation_id,
         message_id=message.id,
         sender_user_id=user.id,
@@ -422,29 +366,12 @@ async def store_user_message(
         in_reply_to=data.in_reply_to,
     )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
+    await queue_for_peers(conn, Post(message, sender_name=user.display_name or user.username))
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
-    for p in participants:
-        if p["participant_type"] != "peer_agent":
-            continue
-        await federation_store.insert_outbox(
-            conn,
-            destination=_destination(p["endpoint"]),
-            endpoint=p["endpoint"],
-            sender_did=user.did,
-            peer_id=p["peer_id"],
-            message_id=message.id,
-            payload=await params_for_peer(
-                conn, message, sender_name=user.display_name or user.username, peer_did=p["did"]
-            ),
-        )
     local_users = [p["user_id"] for p in participants if p["user_id"]]
     body = message.model_dump(mode="json")
-    outgoing = await hub.append(conn, local_users, MESSAGE_CREATED, body)
-    outgoing.conversation = (
-        conversation_id,
-        json.dumps({"type": MESSAGE_CREATED, "data": body}),
-    )
-    return message, outgoing
+    await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
+    return message
 
 
 def request_hash(conversation_id: str, data: MessageCreate) -> str:
@@ -470,10 +397,6 @@ async def idempotent_message(
     if message is None:
         raise MessageNotFoundError("the message sent with this Idempotency-Key was deleted")
     return message
-
-
-def _destination(endpoint: str) -> str:
-    return urlsplit(endpoint).netloc.lower()
 
 
 async def list_messages(

@@ -7,6 +7,7 @@ import asyncpg
 from gateway.ids import is_ulid
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
+from gateway.store.conversations import ParticipantRef
 
 
 async def peer_conversation(
@@ -57,7 +58,7 @@ async def peer_conversation(
 async def api_conversation(conn: asyncpg.Connection, owner_id: str, recipient: Recipient) -> str:
     """The key owner's direct conversation with the agent (its owner observes)."""
     assert recipient.agent_id is not None
-    other = ("own_agent", recipient.agent_id)
+    other: ParticipantRef = ("own_agent", recipient.agent_id)
     await conv_store.lock_direct_pair(conn, f"direct_user_agent:{owner_id}:own_agent:{other[1]}")
     existing = await conv_store.find_direct_conversation(
         conn, type="direct_user_agent", user_id=owner_id, other=other

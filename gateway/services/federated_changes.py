@@ -1,6 +1,7 @@
 """Federated edits and deletes: a changed message follows the original to every peer.
 
-Outbound (in the edit/delete transaction): one outbox row per peer the original was sent to,
+Outbound (in the edit/delete transaction, :func:`gateway.services.outbound.queue_for_peers` with
+a :class:`~gateway.services.outbound.Change`): one outbox row per peer the original was sent to,
 an A2A ``SendMessage`` whose message has a fresh ``messageId`` and carries
 ``metadata.confer.edit = {"messageId": <original>, "version": <new version>}`` (the new text in
 its parts) or ``metadata.confer.delete = {"messageId": <original>}``. The durable outbox keeps
@@ -15,18 +16,22 @@ everywhere (row, versions, stream events) and emits the ``message.deleted`` tomb
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_message
-from gateway.a2a_callers import A2ACaller
+from gateway.clock import Clock
+from gateway.db import Transaction, transaction
 from gateway.ids import new_id
-from gateway.realtime.hub import EventHub, Outgoing
+from gateway.realtime.hub import EventHub
 from gateway.services import unread
-from gateway.services.tasks import Recipient, held_for_owner, withdraw_agent_answer
-from gateway.state import AppState
+from gateway.services.callers import A2ACaller
+from gateway.services.tasks import Recipient, TaskEvents, held_for_owner, withdraw_agent_answer
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federated_changes as store
@@ -42,126 +47,70 @@ MESSAGE_EDITED = "message.edited"
 MESSAGE_DELETED = "message.deleted"
 
 
-async def _queue(
-    conn: asyncpg.Connection, message_id: str, conversation_id: str, parts: list[Any], **change: Any
-) -> int:
-    targets = await store.delivery_targets(conn, message_id=message_id)
-    for t in targets:
-        confer = {"sender": t["sender_did"], "recipient": t["recipient"], **change}
-        payload = {
-            "message": {
-                "messageId": new_id(),
-                "contextId": conversation_id,
-                "role": "ROLE_USER",
-                "parts": parts,
-                "metadata": {"confer": confer},
-            },
-            "configuration": {"returnImmediately": True},
-        }
-        await federation_store.insert_outbox(
-            conn,
-            destination=t["destination"],
-            endpoint=t["endpoint"],
-            sender_did=t["sender_did"],
-            peer_id=t["peer_id"],
-            message_id=message_id,
-            payload=payload,
-        )
-    return len(targets)
-
-
-async def queue_edit(conn: asyncpg.Connection, message: Message, version: int) -> int:
-    """Queue the edited ``message`` (now at ``version``) to its peers; returns how many."""
-    change = {"messageId": message.id, "version": version}
-    parts = [{"text": message.content or ""}]
-    return await _queue(conn, message.id, message.conversation_id, parts, edit=change)
-
-
-async def queue_delete(conn: asyncpg.Connection, message_id: str, conversation_id: str) -> int:
-    """Queue the deletion of ``message_id`` to the peers that have (or are getting) it.
-
-    Call after pending deliveries were dropped: peers that never got the message are not told.
-    """
-    change = {"messageId": message_id}
-    return await _queue(conn, message_id, conversation_id, [{"text": "(deleted)"}], delete=change)
-
-
-def change_of(params: SendMessageParams) -> tuple[str, dict[str, Any]] | None:
-    """``("edit" | "delete", change)`` when the message carries one, else None.
-
-    Raises InvalidParamsError when the change has no string ``messageId``.
-    """
-    confer = (params.message.metadata or {}).get("confer")
-    if not isinstance(confer, dict):
-        return None
-    for kind in ("edit", "delete"):
-        if kind in confer:
-            change = confer[kind]
-            if not isinstance(change, dict) or not isinstance(change.get("messageId"), str):
-                raise InvalidParamsError(f"Invalid params: message.metadata.confer.{kind}")
-            return kind, change
-    return None
-
-
 @dataclass
 class _Applied:
-    """What one change did, to publish once its transaction committed."""
+    """What one change did (its events are appended in the change's own transaction)."""
 
-    outgoing: list[Outgoing] = field(default_factory=list)
-    invalidate: list[str] = field(default_factory=list)
+    changed: int = 0
     task: TaskRow | None = None
     message_id: str | None = None
     held_task_id: str | None = None
 
     @property
     def applied(self) -> bool:
-        return bool(self.outgoing or self.task or self.held_task_id)
+        return bool(self.changed or self.task or self.held_task_id)
 
 
 async def apply_change(
-    state: AppState, caller: A2ACaller, recipient: Recipient, params: SendMessageParams, text: str
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    text: str,
+    *,
+    pool: asyncpg.Pool,
+    hub: EventHub,
+    clock: Clock,
+    task_events: TaskEvents,
 ) -> dict[str, Any]:
     """Apply a peer's edit or delete to the stored copy — or to its message still held for the
     owner's consent (an edit replaces the held text; a delete withdraws the request and erases
     the text). Returns the ``SendMessage`` result (``{"message": …}``).
 
-    Raises InvalidParamsError for API-key callers (changes travel between instances only).
+    One unit of work: the change, its ``message.edited`` / ``message.deleted`` stream events
+    (``hub``) and the audit row commit together; the canceled task reaches ``task_events``
+    after commit. Raises InvalidParamsError for API-key callers (changes travel between
+    instances only).
     """
-    found = change_of(params)
+    found = ConferMetadata.of(params.message.metadata).change()
     assert found is not None
     kind, change = found
     if caller.peer is None:
         raise InvalidParamsError("Invalid params: edits and deletes travel between instances")
-    async with state.pool.acquire() as conn, conn.transaction():
+    now = clock.now()
+    async with transaction(pool) as tx:
+        conn = tx.conn
         done = _Applied()
-        message = await _own_copy(conn, caller, recipient, change["messageId"])
+        message = await _own_copy(conn, caller, recipient, change.messageId)
         if message is not None:
             done.message_id = message.id
             if kind == "edit":
-                edited = await _edit(conn, state.hub, message, text, change.get("version"))
-                done.outgoing += [edited] if edited else []
+                done.changed += await _edit(tx, hub, message, text, change.version)
             else:
-                done.outgoing.append(await _delete(conn, state.hub, message))
-                done.invalidate.append(message.conversation_id)
-                done.task = await _withdraw_held(conn, state, message.id) or done.task
+                done.changed += await _delete(tx, hub, message)
+                done.task = await _withdraw_held(conn, now, message.id) or done.task
         else:
-            await _change_held(
-                conn, state, caller, recipient, kind, change["messageId"], text, done
-            )
-        await _audit(conn, caller, kind, change["messageId"], done)
-    for conversation_id in done.invalidate:
-        await unread.invalidate(state.hub.ephemeral, conversation_id)
-    for outgoing in done.outgoing:
-        await state.hub.send(outgoing)
-    if done.task is not None:
-        state.task_events.publish(done.task)
+            remote_id = change.messageId
+            await _change_held(tx, hub, now, caller, recipient, kind, remote_id, text, done)
+        await _audit(conn, caller, kind, change.messageId, done)
+        if done.task is not None:
+            tx.call_after(functools.partial(task_events.publish, done.task))
     answer = f"{kind.capitalize()} applied." if done.applied else "Nothing to change."
     reply = agent_text_message(
         answer,
         message_id=new_id(),
         context_id=params.message.contextId or new_id(),
         task_id=new_id(),
-        data={"applied": done.applied, "messageId": change["messageId"]},
+        data={"applied": done.applied, "messageId": change.messageId},
     )
     return {"message": reply}
 
@@ -184,8 +133,9 @@ async def _audit(
 
 
 async def _change_held(
-    conn: asyncpg.Connection,
-    state: AppState,
+    tx: Transaction,
+    hub: EventHub,
+    now: datetime,
     caller: A2ACaller,
     recipient: Recipient,
     kind: str,
@@ -194,6 +144,7 @@ async def _change_held(
     done: _Applied,
 ) -> None:
     """Edit or withdraw the caller's message ``remote_id`` while it waits for consent."""
+    conn = tx.conn
     task = await tasks_store.get_task_by_remote(
         conn,
         caller=caller.ref,
@@ -224,7 +175,7 @@ async def _change_held(
         id=task.id,
         state="TASK_STATE_CANCELED",
         status_message=status,
-        now=state.clock.now(),
+        now=now,
         from_states=("TASK_STATE_AUTH_REQUIRED",),
     )
     await permissions_store.decide_permission(
@@ -233,7 +184,7 @@ async def _change_held(
         decision="deny",
         decision_scope=None,
         decided_by=None,
-        now=state.clock.now(),
+        now=now,
     )
     notices = await store.erase_held_text(
         conn, task_id=task.id, permission_id=task.permission_id, owner_id=task.user_id
@@ -241,12 +192,11 @@ async def _change_held(
     for notice in notices:
         withdrawn = await messages_store.get_message(conn, id=notice["id"])
         assert withdrawn is not None
-        done.outgoing.append(await _delete(conn, state.hub, withdrawn))
-        done.invalidate.append(withdrawn.conversation_id)
+        done.changed += await _delete(tx, hub, withdrawn)
 
 
 async def _withdraw_held(
-    conn: asyncpg.Connection, state: AppState, message_id: str
+    conn: asyncpg.Connection, now: datetime, message_id: str
 ) -> TaskRow | None:
     """The sender deleted a message whose answer waited for the offline owner: its task is
     canceled and the agent answers the other held requests, or none."""
@@ -264,10 +214,10 @@ async def _withdraw_held(
         id=task.id,
         state="TASK_STATE_CANCELED",
         status_message=status,
-        now=state.clock.now(),
+        now=now,
         from_states=("TASK_STATE_AUTH_REQUIRED",),
     )
-    await withdraw_agent_answer(conn, state.clock, task)
+    await withdraw_agent_answer(conn, now, task)
     return canceled
 
 
@@ -294,12 +244,12 @@ async def _local_users(conn: asyncpg.Connection, conversation_id: str) -> list[s
     return [r["user_id"] for r in rows if r["user_id"]]
 
 
-async def _edit(
-    conn: asyncpg.Connection, hub: EventHub, message: Message, text: str, version: Any
-) -> Outgoing | None:
+async def _edit(tx: Transaction, hub: EventHub, message: Message, text: str, version: Any) -> int:
+    """Store the new version and announce it; 1 if it changed the copy, else 0."""
+    conn = tx.conn
     current = await change_store.current_version(conn, message_id=message.id)
     if not isinstance(version, int) or version <= current:
-        return None  # a retry, or a change we already hold
+        return 0  # a retry, or a change we already hold
     row = await change_store.lock_message(
         conn, conversation_id=message.conversation_id, message_id=message.id
     )
@@ -317,10 +267,14 @@ async def _edit(
     )
     body = {**edited.model_dump(mode="json"), "version": current + 1}
     users = await _local_users(conn, message.conversation_id)
-    return await hub.append(conn, users, MESSAGE_EDITED, body)
+    await hub.append(tx, users, MESSAGE_EDITED, body)
+    return 1
 
 
-async def _delete(conn: asyncpg.Connection, hub: EventHub, message: Message) -> Outgoing:
+async def _delete(tx: Transaction, hub: EventHub, message: Message) -> int:
+    """Erase the copy everywhere and announce the tombstone (after the cached unread counts
+    of its conversation are dropped); returns 1."""
+    conn = tx.conn
     deleted_at = await change_store.soft_delete(conn, message_id=message.id)
     tombstone = {
         "id": message.id,
@@ -331,4 +285,6 @@ async def _delete(conn: asyncpg.Connection, hub: EventHub, message: Message) -> 
     await change_store.scrub_events(
         conn, user_ids=users, message_id=message.id, tombstone=tombstone
     )
-    return await hub.append(conn, users, MESSAGE_DELETED, tombstone)
+    tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, message.conversation_id))
+    await hub.append(tx, users, MESSAGE_DELETED, tombstone)
+    return 1

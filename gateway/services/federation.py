@@ -8,13 +8,17 @@ transaction with the inbox de-duplication row, the contact, the A2A task and the
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import SendMessageParams, agent_text_message
-from gateway.a2a_callers import A2ACaller
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
+from gateway.agents.queue import TaskQueue
+from gateway.clock import Clock
+from gateway.db import transaction
 from gateway.errors import (
     ApiKeyScopeError,
     FederationAuthError,
@@ -22,14 +26,15 @@ from gateway.errors import (
     RecipientNotFoundError,
 )
 from gateway.ids import is_ulid, new_id
+from gateway.realtime.hub import EventHub
 from gateway.services import consent, key_consent, policy
+from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
-from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -92,15 +97,9 @@ async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Re
         raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
 
 
-def _claimed_sender(params: SendMessageParams) -> str | None:
-    confer = (params.message.metadata or {}).get("confer")
-    sender = confer.get("sender") if isinstance(confer, dict) else None
-    return sender if isinstance(sender, str) else None
-
-
 def check_sender(caller: A2ACaller, params: SendMessageParams) -> None:
     """A signed message may only claim the DID that signed it. Raises FederationAuthError."""
-    claimed = _claimed_sender(params)
+    claimed = ConferMetadata.of(params.message.metadata).sender
     if caller.peer is not None and claimed is not None and claimed != caller.peer.peer.did:
         raise FederationAuthError(
             "signature_sender_mismatch",
@@ -109,12 +108,17 @@ def check_sender(caller: A2ACaller, params: SendMessageParams) -> None:
 
 
 async def receive_message(
-    state: AppState,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
     text: str,
     ip: str | None,
+    *,
+    pool: asyncpg.Pool,
+    hub: EventHub,
+    queue: TaskQueue,
+    clock: Clock,
+    permission_ttl_seconds: float,
 ) -> tuple[TaskRow, bool]:
     """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
@@ -125,16 +129,21 @@ async def receive_message(
     (``TASK_STATE_REJECTED``), ask holds the message for the owner's consent
     (``TASK_STATE_AUTH_REQUIRED``). Returns ``(task, created)``; idempotent on (caller,
     ``messageId``): a retry returns the first task and stores nothing new.
+
+    One unit of work: the message, its inbox row, the task, the audit row, the agent's task
+    (announced on ``queue``) and the owner's stream events (``hub``) commit together, so a
+    crash after the commit loses no event a device could miss; a consent request expires
+    ``permission_ttl_seconds`` after ``clock.now()``.
     """
     remote_id = params.message.messageId
-    async with state.agent_queue.after_commit(), state.pool.acquire() as conn, conn.transaction():
+    now = clock.now()
+    async with transaction(pool) as tx:
+        conn = tx.conn
         await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
         existing = await _retried(conn, caller, recipient, remote_id)
         if existing is not None:
             return existing, False
         verdict = await _verdict(conn, caller, recipient, params, text)
-        request: tuple[PermissionRow, Message] | None = None
-        pushes: list[tuple[list[str], Message]] = []
         if verdict is None or verdict.effect == "allow":
             message, notify = await _store_message(conn, caller, recipient, params, text)
             await federation_store.insert_inbox(
@@ -143,33 +152,31 @@ async def receive_message(
                 remote_message_id=remote_id,
                 message_id=message.id,
                 recipient_did=recipient.did,
+                now=now,
             )
             held = False
             if caller.peer is not None and recipient.agent_id is not None:
                 _, agent_status = await enqueue_for_peer(
-                    conn,
-                    state.hub,
+                    tx,
+                    hub,
+                    queue,
                     agent_id=recipient.agent_id,
                     owner_id=recipient.user_id,
                     conversation_id=message.conversation_id,
                     message_id=message.id,
                 )
                 held = agent_status == WAITING
-            task = await _open_task(
-                state, conn, caller, recipient, params, message, None, held=held
-            )
-            pushes.append((notify, message))
+            task = await _open_task(conn, now, caller, recipient, params, message, None, held=held)
+            await hub.append(tx, notify, MESSAGE_CREATED, message.model_dump(mode="json"))
         elif verdict.effect == "deny":
-            task = await _open_task(state, conn, caller, recipient, params, None, None)
+            task = await _open_task(conn, now, caller, recipient, params, None, None)
         else:
-            task, request = await _hold_for_consent(
-                state, conn, caller, recipient, params, text, verdict
+            expires_at = now + timedelta(seconds=permission_ttl_seconds)
+            task, (permission, notice) = await _hold_for_consent(
+                conn, now, expires_at, caller, recipient, params, text, verdict
             )
+            await consent.announce_request(tx, hub, recipient.user_id, permission, notice)
         await _audit_inbound(conn, caller, recipient, task, verdict, ip)
-    if request is not None:
-        consent.publish_request(state, recipient.user_id, *request)
-    for users, message in pushes:
-        state.hub.publish(users, MESSAGE_CREATED, message.model_dump(mode="json"))
     return task, True
 
 
@@ -195,8 +202,7 @@ async def _retried(
 
 def requested_action(params: SendMessageParams) -> str:
     """The policy action a message asks for: ``metadata.confer.action``, default ``ask``."""
-    confer = (params.message.metadata or {}).get("confer")
-    action = confer.get("action") if isinstance(confer, dict) else None
+    action = ConferMetadata.of(params.message.metadata).action
     return action if action in policy.LEVELS else policy.DEFAULT_ACTION
 
 
@@ -230,8 +236,9 @@ async def _verdict(
 
 
 async def _hold_for_consent(
-    state: AppState,
     conn: asyncpg.Connection,
+    now: datetime,
+    expires_at: datetime,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
@@ -239,7 +246,9 @@ async def _hold_for_consent(
     verdict: policy.Verdict,
 ) -> tuple[TaskRow, tuple[PermissionRow, Message]]:
     if caller.peer is None:
-        return await _hold_for_key_consent(state, conn, caller, recipient, params, text, verdict)
+        return await _hold_for_key_consent(
+            conn, now, expires_at, caller, recipient, params, text, verdict
+        )
     peer = caller.peer.peer
     conversation_id = await peer_conversation(conn, recipient, peer.id, params.message.contextId)
     await peers_store.upsert_contact(
@@ -248,7 +257,6 @@ async def _hold_for_consent(
     task_id = new_id()
     permission, message = await consent.request_consent(
         conn,
-        state,
         recipient=recipient,
         peer=peer,
         verdict=verdict,
@@ -256,16 +264,18 @@ async def _hold_for_consent(
         text=text,
         task_id=task_id,
         conversation_id=conversation_id,
+        expires_at=expires_at,
     )
     task = await _open_task(
-        state, conn, caller, recipient, params, None, permission.id, task_id=task_id
+        conn, now, caller, recipient, params, None, permission.id, task_id=task_id
     )
     return task, (permission, message)
 
 
 async def _hold_for_key_consent(
-    state: AppState,
     conn: asyncpg.Connection,
+    now: datetime,
+    expires_at: datetime,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
@@ -275,16 +285,16 @@ async def _hold_for_key_consent(
     task_id = new_id()
     permission, message = await key_consent.request_consent(
         conn,
-        state,
         caller=caller,
         recipient=recipient,
         result=verdict,
         action=requested_action(params),
         text=text,
         task_id=task_id,
+        expires_at=expires_at,
     )
     task = await _open_task(
-        state, conn, caller, recipient, params, None, permission.id, task_id=task_id
+        conn, now, caller, recipient, params, None, permission.id, task_id=task_id
     )
     return task, (permission, message)
 
@@ -324,8 +334,8 @@ _HELD_FOR_OWNER = "Delivered; the agent answers when its owner is back online."
 
 
 async def _open_task(
-    state: AppState,
     conn: asyncpg.Connection,
+    now: datetime,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
@@ -367,7 +377,7 @@ async def _open_task(
         permission_id=permission_id,
         remote_message_id=params.message.messageId,
         metadata=tasks_store.HELD_FOR_OWNER if held else None,
-        now=state.clock.now(),
+        now=now,
     )
 
 
@@ -431,9 +441,8 @@ async def _local_reply_target(
     """Our id of the message ``metadata.confer.inReplyTo`` answers, when it is in the
     conversation: one of ours (the peer names it by our id) or one the peer sent us earlier
     (named by its own id, found in the inbox); else None (the reply stands alone)."""
-    confer = (params.message.metadata or {}).get("confer")
-    named = confer.get("inReplyTo") if isinstance(confer, dict) else None
-    if not isinstance(named, str) or not is_ulid(named):
+    named = ConferMetadata.of(params.message.metadata).inReplyTo
+    if named is None or not is_ulid(named):
         return None
     for candidate in (
         named,

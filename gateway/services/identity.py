@@ -24,6 +24,7 @@ from did.document import build_did_document
 from did.web import did_from_base_url
 from gateway.ids import new_id
 from gateway.store import keys as keys_store
+from gateway.store import users as users_store
 
 A2A_SERVICE_TYPE = "A2AService"
 AGENT_FACTS_SERVICE_TYPE = "AgentFacts"
@@ -154,9 +155,7 @@ async def check_public_url(pool: asyncpg.Pool, identity: Identity) -> None:
     PublicURLChangedError naming both DIDs.
     """
     async with pool.acquire() as conn:
-        other = await conn.fetchval(
-            "SELECT did FROM users WHERE did NOT LIKE $1 || ':%' LIMIT 1", identity.did
-        )
+        other = await users_store.get_foreign_user_did(conn, instance_did=identity.did)
     if other is not None:
         raise PublicURLChangedError(
             f"CONFER_PUBLIC_URL gives the instance DID {identity.did}, but this database holds "

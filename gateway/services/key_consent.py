@@ -11,20 +11,19 @@ for that user (``requested_by``), ``global`` for everyone. Calling one's own age
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from gateway.a2a_callers import A2ACaller
 from gateway.ids import new_id
 from gateway.services import policy
+from gateway.services.callers import A2ACaller
 from gateway.services.contacts import ContactSettings
 from gateway.services.direct import api_conversation
 from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
-from gateway.state import AppState
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -66,7 +65,6 @@ async def verdict(
 
 async def request_consent(
     conn: asyncpg.Connection,
-    state: AppState,
     *,
     caller: A2ACaller,
     recipient: Recipient,
@@ -74,14 +72,15 @@ async def request_consent(
     action: str,
     text: str,
     task_id: str,
+    expires_at: datetime,
 ) -> tuple[PermissionRow, Message]:
-    """Open a pending request for the key's user; the notice goes to the owner's view of the
-    direct conversation (in ``conn``'s transaction). Returns ``(permission, notice)``."""
+    """Open a pending request for the key's user, open until ``expires_at``; the notice goes
+    to the owner's view of the direct conversation (in ``conn``'s transaction). Returns
+    ``(permission, notice)``."""
     assert caller.api_key is not None
     requester = await users_store.get_user(conn, id=caller.api_key.user_id)
     assert requester is not None
     conversation_id = await api_conversation(conn, requester.id, recipient)
-    expires_at = state.clock.now() + timedelta(seconds=state.settings.permission_ttl_seconds)
     scope = {
         "agent_id": recipient.agent_id,
         "agent_did": recipient.did,
@@ -148,7 +147,7 @@ def is_local_request(permission: PermissionRow) -> bool:
 
 
 async def settle(
-    conn: asyncpg.Connection, state: AppState, permission: PermissionRow, task: TaskRow
+    conn: asyncpg.Connection, permission: PermissionRow, task: TaskRow, now: datetime
 ) -> tuple[TaskRow, list[Message], str]:
     """Deliver or refuse the held message; the agent answers in the conversation.
 
@@ -163,9 +162,7 @@ async def settle(
         delivered = await _deliver_held(conn, scope, task)
         messages.append(delivered)
         delivered_id = delivered.id
-    settled, answer = await settle_task(
-        conn, task, permission, delivered_id=delivered_id, now=state.clock.now()
-    )
+    settled, answer = await settle_task(conn, task, permission, delivered_id=delivered_id, now=now)
     messages.append(await _agent_answer(conn, scope, answer))
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return settled, messages, requester_id

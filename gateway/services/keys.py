@@ -31,7 +31,7 @@ async def rotate(pool: asyncpg.Pool) -> str:
     """Retire the active federation key and create a new one; returns its fragment."""
     now = datetime.now(UTC)
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("LOCK TABLE instance_keys IN SHARE ROW EXCLUSIVE MODE")
+        await store.lock_keys(conn)
         fragment = f"key-{await store.count_fragments(conn, purpose=FEDERATION) + 1}"
         await store.retire_active_key(conn, purpose=FEDERATION, now=now)
         await store.insert_key(

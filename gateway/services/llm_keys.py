@@ -1,7 +1,7 @@
 """Users' LLM and tool provider API keys, stored AES-256-GCM encrypted in ``users.llm_keys_json``.
 
-Keys are never returned to any client (seed 002, ``LLMKeys``): the API lists providers and set
-times only; ``decrypt_llm_key`` is for the agent runtime inside the gateway. Setting or removing
+Keys are never returned to any client (data model spec, ``LLMKeys``): the API lists providers and
+set times only; ``decrypt_llm_key`` is for the agent runtime inside the gateway. Setting or removing
 a key is audited (``llm_key.set`` / ``llm_key.removed``) without the key.
 """
 
@@ -149,11 +149,7 @@ async def check_stored_keys(pool: asyncpg.Pool, keyring: Keyring) -> None:
     Raises RuntimeError with an operator-facing message otherwise (missing or wrong key).
     """
     async with pool.acquire() as conn:
-        samples = await conn.fetch(
-            """SELECT DISTINCT ON (split_part(k.value, '.', 2))
-                      split_part(k.value, '.', 2) AS kid, u.id, k.key AS provider, k.value
-               FROM users u, jsonb_each_text(u.llm_keys_json) k"""
-        )
+        samples = await users_store.list_llm_key_samples(conn)
     for row in samples:
         if not keyring.configured:
             raise RuntimeError(

@@ -1,4 +1,4 @@
-"""Memories, knowledge and ambient context of a user's own agent (seed 000), owner-only.
+"""Memories, knowledge and ambient context of a user's own agent (context-tables spec), owner-only.
 
 Every operation checks that the caller owns the agent or entry; someone else's id answers 404,
 exactly like an id that does not exist. Writes commit first and then, when an embeddings
@@ -24,6 +24,7 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.ids import new_id
+from gateway.store import conversations as conv_store
 from gateway.store import knowledge as knowledge_store
 from gateway.store import memories as memories_store
 from gateway.store import search as search_store
@@ -266,12 +267,10 @@ def _knowledge_text(entry: KnowledgeRow) -> str:
 
 
 async def _takes_part(conn: asyncpg.Connection, user: User, conversation_id: str) -> bool:
-    found = await conn.fetchval(
-        """SELECT 1 FROM conversation_participants WHERE conversation_id = $1 AND user_id = $2""",
-        conversation_id,
-        user.id,
+    membership = await conv_store.get_membership(
+        conn, conversation_id=conversation_id, user_id=user.id
     )
-    return found is not None
+    return membership is not None
 
 
 async def _check_agents(conn: asyncpg.Connection, user: User, agent_ids: list[str] | None) -> None:

@@ -10,10 +10,12 @@ edit racing a delete can never revive it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import asyncpg
 
+from gateway.db import transaction
 from gateway.errors import (
     EditConflictError,
     MessageNotFoundError,
@@ -21,9 +23,10 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, unread
+from gateway.services import unread
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
+from gateway.services.outbound import Change, queue_for_peers
 from gateway.services.participants import require_membership
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
@@ -96,7 +99,8 @@ async def edit_message(
     MessageNotFoundError (404) for a deleted message, NotMessageAuthorError (403),
     ConversationArchivedError (409) and ValidationFailedError (422).
     """
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         conversation, _ = await require_membership(conn, conversation_id=conversation_id, user=user)
         await check_can_post(conn, conversation, user)
         row = await _locked_own_message(conn, user, conversation_id, message_id)
@@ -119,9 +123,8 @@ async def edit_message(
         )
         users = await _local_users(conn, conversation_id)
         body = {**message.model_dump(mode="json"), "version": current + 1}
-        outgoing = await hub.append(conn, users, MESSAGE_EDITED, body)
-        await federated_changes.queue_edit(conn, message, current + 1)
-    await hub.send(outgoing)
+        await hub.append(tx, users, MESSAGE_EDITED, body)
+        await queue_for_peers(conn, Change.edit(message, current + 1))
     return await get_message(pool, user, conversation_id, message_id)
 
 
@@ -141,7 +144,8 @@ async def delete_message(
     pool: asyncpg.Pool, hub: EventHub, user: User, conversation_id: str, message_id: str
 ) -> None:
     """Soft-delete the caller's message everywhere and emit a ``message.deleted`` tombstone."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         await require_membership(conn, conversation_id=conversation_id, user=user)
         await _locked_own_message(conn, user, conversation_id, message_id)
         deleted_at = await change_store.soft_delete(conn, message_id=message_id)
@@ -155,10 +159,10 @@ async def delete_message(
             conn, user_ids=users, message_id=message_id, tombstone=tombstone
         )
         await change_store.drop_pending_deliveries(conn, message_id=message_id)
-        await federated_changes.queue_delete(conn, message_id, conversation_id)
-        outgoing = await hub.append(conn, users, MESSAGE_DELETED, tombstone)
-    await unread.invalidate(hub.ephemeral, conversation_id)
-    await hub.send(outgoing)
+        await queue_for_peers(conn, Change.delete(message_id, conversation_id))
+        # cached unread counts go before the devices hear of the delete
+        tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, conversation_id))
+        await hub.append(tx, users, MESSAGE_DELETED, tombstone)
 
 
 async def list_thread(
@@ -192,7 +196,8 @@ async def mark_read(
 ) -> MembershipPublic:
     """Everything up to ``data.message_id`` is read: the position only moves forward, the
     message's ``read_by_json`` gains the reader, members get a ``receipt`` event."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         conversation, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user
         )
@@ -200,7 +205,6 @@ async def mark_read(
             conn, message_id=data.message_id, conversation_id=conversation_id
         ):
             raise MessageNotFoundError(f"no message {data.message_id}")
-        outgoing = None
         if await change_store.advance_read(
             conn, participant_id=membership.id, message_id=data.message_id
         ):
@@ -214,9 +218,7 @@ async def mark_read(
                 "last_read_at": read_at.isoformat(),
             }
             users = await _local_users(conn, conversation_id)
-            outgoing = await hub.append(conn, users, RECEIPT, receipt)
+            await hub.append(tx, users, RECEIPT, receipt)
         public = await conversation_public(conn, conversation, viewer=user)
-    if outgoing is not None:
-        await hub.send(outgoing)
     assert public.membership is not None
     return public.membership

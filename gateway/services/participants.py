@@ -1,7 +1,7 @@
 """Groups and membership: create a group, add/remove/leave, roles, rename/archive, settings.
 
-Rules (issue 4): only participants see a conversation (everyone else gets 404); admins add and
-remove participants, change roles, rename and archive; anyone may leave (the earliest member
+Rules (docs/conversations.md): only participants see a conversation (everyone else gets 404); admins
+add and remove participants, change roles, rename and archive; anyone may leave (the earliest member
 becomes admin when the last admin leaves); participants are only added to or removed from
 groups. Every change is one transaction that also appends a ``participant.changed`` or
 ``conversation.changed`` event to each local member's stream (and to a removed user's).
@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     AlreadyParticipantError,
     ConversationNotFoundError,
@@ -21,7 +22,7 @@ from gateway.errors import (
     ParticipantNotFoundError,
     ValidationFailedError,
 )
-from gateway.realtime.hub import EventHub, Outgoing
+from gateway.realtime.hub import EventHub
 from gateway.services.conversations import (
     check_agent_reachable,
     conversation_public,
@@ -74,16 +75,16 @@ async def _local_user_ids(conn: asyncpg.Connection, conversation_id: str) -> lis
 
 
 async def _announce(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     hub: EventHub,
     conversation_id: str,
     change: str,
     participant: dict[str, Any],
     extra_users: tuple[str, ...] = (),
-) -> Outgoing:
-    users = [*await _local_user_ids(conn, conversation_id), *extra_users]
+) -> None:
+    users = [*await _local_user_ids(tx.conn, conversation_id), *extra_users]
     data = {"conversation_id": conversation_id, "change": change, "participant": participant}
-    return await hub.append(conn, users, PARTICIPANT_CHANGED, data)
+    await hub.append(tx, users, PARTICIPANT_CHANGED, data)
 
 
 def _participant_json(row: ParticipantRow, did: str | None) -> dict[str, Any]:
@@ -108,7 +109,8 @@ async def create_group(
     if user.did in dids:
         dids.remove(user.did)
     refs = [await resolve_participant(pool, identity, peers, did) for did in dids]
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         for ref in refs:
             await check_agent_reachable(conn, user, ref)
         conversation = await conv_store.insert_conversation(
@@ -126,8 +128,7 @@ async def create_group(
         public = await conversation_public(conn, conversation, viewer=user)
         users = await _local_user_ids(conn, conversation.id)
         shared = public.model_dump(mode="json", exclude={"membership"})
-        outgoing = await hub.append(conn, users, CONVERSATION_CHANGED, shared)
-    await hub.send(outgoing)
+        await hub.append(tx, users, CONVERSATION_CHANGED, shared)
     return public
 
 
@@ -142,7 +143,8 @@ async def add_participant(
 ) -> ConversationPublic:
     """Add a user, agent or peer agent to a group (admins only)."""
     ref = await resolve_participant(pool, identity, peers, data.did)
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         conversation, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user, lock=True
         )
@@ -155,11 +157,8 @@ async def add_participant(
         row = await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=ref, role=data.role
         )
-        outgoing = await _announce(
-            conn, hub, conversation_id, "added", _participant_json(row, data.did)
-        )
+        await _announce(tx, hub, conversation_id, "added", _participant_json(row, data.did))
         public = await conversation_public(conn, conversation, viewer=user)
-    await hub.send(outgoing)
     return public
 
 
@@ -167,7 +166,8 @@ async def remove_participant(
     pool: asyncpg.Pool, hub: EventHub, user: User, conversation_id: str, participant_id: str
 ) -> None:
     """Remove a participant from a group (admins only; removing oneself is leaving)."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         conversation, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user, lock=True
         )
@@ -180,29 +180,28 @@ async def remove_participant(
         )
         if row is None:
             raise ParticipantNotFoundError(f"no participant {participant_id}")
-        outgoing = await _leave(conn, hub, conversation_id, row, "removed")
-    await hub.send(outgoing)
+        await _leave(tx, hub, conversation_id, row, "removed")
 
 
 async def leave_conversation(
     pool: asyncpg.Pool, hub: EventHub, user: User, conversation_id: str
 ) -> None:
     """The caller leaves the conversation; it disappears from their list (404 afterwards)."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         _, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user, lock=True
         )
-        outgoing = await _leave(conn, hub, conversation_id, membership, "left")
-    await hub.send(outgoing)
+        await _leave(tx, hub, conversation_id, membership, "left")
 
 
 async def _leave(
-    conn: asyncpg.Connection, hub: EventHub, conversation_id: str, row: ParticipantRow, change: str
-) -> Outgoing:
-    await conv_store.delete_participant(conn, participant_id=row.id)
-    await conv_store.promote_oldest_member(conn, conversation_id=conversation_id)
+    tx: Transaction, hub: EventHub, conversation_id: str, row: ParticipantRow, change: str
+) -> None:
+    await conv_store.delete_participant(tx.conn, participant_id=row.id)
+    await conv_store.promote_oldest_member(tx.conn, conversation_id=conversation_id)
     gone = (row.user_id,) if row.user_id else ()
-    return await _announce(conn, hub, conversation_id, change, _participant_json(row, None), gone)
+    await _announce(tx, hub, conversation_id, change, _participant_json(row, None), gone)
 
 
 async def update_participant_role(
@@ -214,7 +213,8 @@ async def update_participant_role(
     data: ParticipantUpdate,
 ) -> None:
     """Change a participant's role (admins only)."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         _, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user, lock=True
         )
@@ -226,8 +226,7 @@ async def update_participant_role(
             raise ParticipantNotFoundError(f"no participant {participant_id}")
         row = await conv_store.update_participant(conn, participant_id=row.id, role=data.role)
         await conv_store.promote_oldest_member(conn, conversation_id=conversation_id)
-        outgoing = await _announce(conn, hub, conversation_id, "role", _participant_json(row, None))
-    await hub.send(outgoing)
+        await _announce(tx, hub, conversation_id, "role", _participant_json(row, None))
 
 
 async def update_conversation(
@@ -236,7 +235,8 @@ async def update_conversation(
     """Rename and/or (un)archive (admins only); members get ``conversation.changed``."""
     if data.name is None and data.archived is None:
         raise ValidationFailedError("nothing to change: send name and/or archived")
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         _, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user, lock=True
         )
@@ -247,8 +247,7 @@ async def update_conversation(
         public = await conversation_public(conn, row, viewer=user)
         users = await _local_user_ids(conn, conversation_id)
         shared = public.model_dump(mode="json", exclude={"membership"})
-        outgoing = await hub.append(conn, users, CONVERSATION_CHANGED, shared)
-    await hub.send(outgoing)
+        await hub.append(tx, users, CONVERSATION_CHANGED, shared)
     return public
 
 
@@ -256,7 +255,8 @@ async def update_membership(
     pool: asyncpg.Pool, user: User, conversation_id: str, data: MembershipUpdate
 ) -> ConversationPublic:
     """Set the caller's own notification setting for the conversation."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         conversation, membership = await require_membership(
             conn, conversation_id=conversation_id, user=user
         )

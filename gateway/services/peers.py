@@ -9,7 +9,9 @@ refetch (key rotation), at most once per ``refetch_interval`` per DID.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +28,7 @@ from gateway.clock import Clock
 from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
-from models import PeerAgentRow
+from models import Agent, PeerAgentRow, User
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,34 @@ def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
 MAX_REMEMBERED_FAILURES = 10_000
 
 
+class KeyedLocks:
+    """One :class:`asyncio.Lock` per key, held in memory only while a task holds or awaits it.
+
+    The map stays as small as the number of keys in use at once: the last task to leave a
+    key's lock drops it (a map of one lock per DID ever seen would grow with every stranger).
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    def __len__(self) -> int:
+        """How many keys have a lock right now."""
+        return len(self._locks)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Hold ``key``'s lock for the block (waiting for it first)."""
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1  # no await since the lookup: nobody can drop the entry in between
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._locks[key]
+
+
 class LocalDocuments:
     """DID documents of this instance's own users and agents, built without any network call.
 
@@ -101,6 +131,7 @@ class LocalDocuments:
         if subject is None:
             return None
         kind, name = subject
+        found: User | Agent | None
         async with self._pool.acquire() as conn:
             if kind == "users":
                 found = await users_store.get_user_by_username(conn, username=name)
@@ -139,7 +170,7 @@ class PeerDirectory:
         self._ttl = timedelta(seconds=ttl)
         self._refetch_interval = timedelta(seconds=refetch_interval)
         self._allow_http = allow_http
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = KeyedLocks()
 
     async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
         """The peer for ``did``, fetched or revalidated when stale (or ``force``).
@@ -152,8 +183,7 @@ class PeerDirectory:
             return cached
         # Single flight per DID: concurrent requests wait for one fetch instead of each
         # revalidating the same stale entry.
-        lock = self._locks.setdefault(did, asyncio.Lock())
-        async with lock:
+        async with self._locks.hold(did):
             async with self._pool.acquire() as conn:
                 fresh = await peers_store.get_peer_by_did(conn, did=did)
             if fresh and (cached is None or fresh.fetched_at > cached.fetched_at):
@@ -205,7 +235,8 @@ class PeerDirectory:
         endpoint = _endpoint(did, document, self._allow_http)
         facts = await self._agent_facts(did, document)
         if facts is None:
-            facts = cached.agent_facts_json if cached else {}
+            stored = cached.agent_facts_json if cached else None
+            facts = stored if isinstance(stored, dict) else {}
         return await self._store(did, cached, result, endpoint, facts, now)
 
     async def _store(

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from gateway.state import AppState
+import asyncpg
+
+from gateway.realtime.hub import EventHub
 from gateway.store import conversations as conv_store
 from models import User
 
@@ -19,22 +21,22 @@ log = logging.getLogger(__name__)
 PRESENCE = "presence"
 
 
-async def _announce(state: AppState, user: User, status: str) -> None:
-    async with state.pool.acquire() as conn:
+async def _announce(pool: asyncpg.Pool, hub: EventHub, user: User, status: str) -> None:
+    async with pool.acquire() as conn:
         audience = await conv_store.list_co_participant_user_ids(conn, user_id=user.id)
-    await state.hub.emit_ephemeral(audience, PRESENCE, {"user_id": user.id, "status": status})
+    await hub.emit_ephemeral(audience, PRESENCE, {"user_id": user.id, "status": status})
 
 
-async def device_connected(state: AppState, user: User, device: str) -> None:
+async def device_connected(pool: asyncpg.Pool, hub: EventHub, user: User, device: str) -> None:
     """Record ``device``; announce ``online`` when it is the user's first."""
-    if await state.hub.ephemeral.device_online(user.id, device):
-        await _announce(state, user, "online")
+    if await hub.ephemeral.device_online(user.id, device):
+        await _announce(pool, hub, user, "online")
 
 
-async def device_disconnected(state: AppState, user: User, device: str) -> None:
+async def device_disconnected(pool: asyncpg.Pool, hub: EventHub, user: User, device: str) -> None:
     """Forget ``device``; announce ``offline`` when it was the user's last. Never raises."""
     try:
-        if await state.hub.ephemeral.device_offline(user.id, device):
-            await _announce(state, user, "offline")
+        if await hub.ephemeral.device_offline(user.id, device):
+            await _announce(pool, hub, user, "offline")
     except Exception:  # shutting down: the pool or the bus may already be closed
         log.warning("presence update for %s failed", user.id, exc_info=True)

@@ -20,6 +20,7 @@ from gateway.errors import (
     ProjectMemoryNotFoundError,
     VersionConflictError,
 )
+from gateway.store import contacts as contacts_store
 from gateway.store import project_memory as store
 from models import ProjectMemoryRow, User
 from models.context import ProjectMemoryPublic, ProjectMemoryVersionPublic, ProjectMemoryWrite
@@ -47,16 +48,10 @@ def public(row: ProjectMemoryRow, peer_did: str) -> ProjectMemoryPublic:
 
 async def contact_peer_id(conn: asyncpg.Connection, user: User, peer_did: str) -> str:
     """The ``peer_agents`` id of ``peer_did`` if it is one of the user's contacts (else 404)."""
-    peer_id = await conn.fetchval(
-        """SELECT pa.id FROM peer_agents pa
-           JOIN peer_contacts pc ON pc.peer_id = pa.id AND pc.user_id = $1
-           WHERE pa.did = $2""",
-        user.id,
-        peer_did,
-    )
+    peer_id = await contacts_store.get_contact_peer_id(conn, user_id=user.id, peer_did=peer_did)
     if peer_id is None:
         raise ContactNotFoundError(f"{peer_did} is not one of your contacts")
-    return str(peer_id)
+    return peer_id
 
 
 async def read(

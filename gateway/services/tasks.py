@@ -3,7 +3,8 @@
 A task is visible only to the caller that created it (``peer:<did>`` or ``key:<id>``); another
 caller asking for it gets TaskNotFound, exactly as for an id that does not exist. State changes
 are published on :class:`TaskEvents` so ``SubscribeToTask`` / ``SendStreamingMessage``
-streams see them (A2A §4.6: events in order, several streams per task).
+streams see them (A2A §4.6: events in order, several streams per task), on whichever gateway
+process they are served.
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from collections.abc import Iterator
-from contextlib import contextmanager
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
 from a2a.protocol import (
     TERMINAL_STATES,
     InvalidParamsError,
@@ -28,13 +33,17 @@ from a2a.protocol import (
     agent_text_message,
 )
 from gateway.clock import Clock
+from gateway.db import transaction
 from gateway.ids import new_id
+from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.store import agent_tasks as agent_tasks_store
 from gateway.store import audit as audit_store
 from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
 from gateway.store import tasks as store
 from gateway.store.tasks import TaskRow
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,29 +94,101 @@ def status_update(row: TaskRow) -> dict[str, Any]:
     }
 
 
+MAX_UPDATE_BYTES = 64 * 1024
+"""Largest task update on the bus; a bigger one travels without its status message (the
+state still arrives; ``GetTask`` has the message)."""
+
+STREAM_BACKLOG = 16
+"""Updates kept per stream for a slow reader; beyond it the oldest is dropped (the newest
+state is the one a stream must not miss)."""
+
+
+def encode_update(row: TaskRow) -> bytes:
+    """The row's ``status_update`` as compact UTF-8 JSON, at most :data:`MAX_UPDATE_BYTES`."""
+    event = status_update(row)
+    payload = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(payload) > MAX_UPDATE_BYTES:
+        event["statusUpdate"]["status"].pop("message", None)
+        payload = json.dumps(event, separators=(",", ":")).encode()
+    return payload
+
+
+def decode_update(task_id: str, payload: bytes) -> dict[str, Any]:
+    """Inverse of :func:`encode_update` for the task ``task_id``.
+
+    Raises ValueError for anything else: too large, not JSON, not a ``statusUpdate`` of this
+    task, or an unknown state.
+    """
+    if len(payload) > MAX_UPDATE_BYTES:
+        raise ValueError(f"{len(payload)} bytes is over {MAX_UPDATE_BYTES}")
+    try:
+        event = json.loads(payload)
+    except RecursionError as exc:  # deeply nested JSON
+        raise ValueError("too deeply nested") from exc
+    update = event.get("statusUpdate") if isinstance(event, dict) else None
+    if not isinstance(update, dict) or update.get("taskId") != task_id:
+        raise ValueError("not a status update of this task")
+    status = update.get("status")
+    if not isinstance(status, dict) or status.get("state") not in _ALL_STATES:
+        raise ValueError("no known task state")
+    return {"statusUpdate": update}
+
+
 class TaskEvents:
-    """In-process fan-out of task updates to the streams watching each task."""
+    """Task updates over the event bus, to the streams watching each task on any process.
 
-    def __init__(self) -> None:
-        self._watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+    ``publish`` sends a committed row's status on the bus; ``watch`` gives one stream a queue
+    of the updates that reach this process. With the in-process bus that is this process's
+    publishes only; with NATS it is every process's (A2A §4.6: several streams per task).
+    """
 
-    @contextmanager
-    def watch(self, task_id: str) -> Iterator[asyncio.Queue[dict[str, Any]]]:
-        """A queue of ``StreamResponse`` events for ``task_id`` while the block runs."""
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._watchers.setdefault(task_id, set()).add(queue)
+    def __init__(self, bus: EventBus | None = None) -> None:
+        self.bus = bus or InProcessBus()
+        self._streams: dict[str, int] = {}
+
+    @asynccontextmanager
+    async def watch(self, task_id: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        """A queue of ``StreamResponse`` events for ``task_id`` while the block runs; the
+        watch is active on the bus when the block starts, and ends with it (also when the
+        stream is cancelled because its client went away)."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(STREAM_BACKLOG)
+
+        def deliver(payload: bytes) -> None:
+            try:
+                event = decode_update(task_id, payload)
+            except ValueError as exc:
+                log.warning("ignoring a malformed update for task %s: %s", task_id, exc)
+                return
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(event)
+
+        self._streams[task_id] = self._streams.get(task_id, 0) + 1
         try:
-            yield queue
+            unwatch = await self.bus.watch_task(task_id, deliver)
+            try:
+                yield queue
+            finally:
+                await unwatch()
         finally:
-            group = self._watchers.get(task_id, set())
-            group.discard(queue)
-            if not group:
-                self._watchers.pop(task_id, None)
+            count = self._streams.pop(task_id, 1) - 1
+            if count:
+                self._streams[task_id] = count
 
-    def publish(self, row: TaskRow) -> None:
-        """Send the row's current status to every watcher of the task."""
-        for queue in tuple(self._watchers.get(row.id, ())):
-            queue.put_nowait(status_update(row))
+    def streams(self, task_id: str) -> int:
+        """How many streams of this process watch ``task_id``."""
+        return self._streams.get(task_id, 0)
+
+    async def publish(self, row: TaskRow) -> None:
+        """Send the row's current status to every watcher of the task, on every process.
+
+        Call it after the change committed. A bus failure is logged, not raised: the change
+        stands, and a stream that missed it still sees the task's next state.
+        """
+        try:
+            await self.bus.publish_task(row.id, encode_update(row))
+        except Exception:
+            log.warning("could not publish an update of task %s", row.id, exc_info=True)
 
 
 async def get_task(pool: asyncpg.Pool, caller: str, task_id: str) -> TaskRow:
@@ -172,7 +253,8 @@ async def cancel_task(
 
     Raises TaskNotFoundError or TaskNotCancelableError (already terminal).
     """
-    async with pool.acquire() as conn, conn.transaction():
+    async with transaction(pool) as tx:
+        conn = tx.conn
         row = await store.get_task(conn, id=task_id, caller=caller)
         if row is None:
             raise TaskNotFoundError(f"no task {task_id}")
@@ -196,7 +278,7 @@ async def cancel_task(
         if updated is None:
             raise TaskNotCancelableError(f"task {task_id} finished meanwhile")
         if held_for_owner(row):
-            await withdraw_agent_answer(conn, clock, row)
+            await withdraw_agent_answer(conn, clock.now(), row)
         if row.permission_id:  # the pending consent request is withdrawn with the task
             await permissions_store.decide_permission(
                 conn,
@@ -212,17 +294,17 @@ async def cancel_task(
             user_id=row.user_id,
             details={"task_id": row.id, "caller": caller},
         )
-    events.publish(updated)
+        tx.call_after(functools.partial(events.publish, updated))
     return updated
 
 
 def held_for_owner(row: TaskRow) -> bool:
     """True for a delivered request whose answer waits for its offline owner."""
-    confer = (row.metadata_json or {}).get("confer") or {}
-    return row.state == "TASK_STATE_AUTH_REQUIRED" and bool(confer.get("heldUntilOwnerReturns"))
+    confer = ConferMetadata.of(row.metadata_json)
+    return row.state == "TASK_STATE_AUTH_REQUIRED" and bool(confer.heldUntilOwnerReturns)
 
 
-async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: TaskRow) -> None:
+async def withdraw_agent_answer(conn: asyncpg.Connection, now: datetime, row: TaskRow) -> None:
     """The requester canceled a task held for the owner: the agent's waiting answer is
     withdrawn unless another held task of the same conversation still asks for it; then it
     answers the newest of those instead of the canceled request."""
@@ -239,7 +321,7 @@ async def withdraw_agent_answer(conn: asyncpg.Connection, clock: Clock, row: Tas
             conn,
             conversation_id=conversation_id,
             reason="withdrawn: the requester canceled",
-            now=clock.now(),
+            now=now,
         )
     else:  # the agent will answer the newest request still held, not the canceled one
         await agent_tasks_store.repoint_waiting(

@@ -1,5 +1,5 @@
 """Translate a message for a participant, with the requesting user's agent ``translation``
-model, and keep the result as a linked variant (issue 6).
+model, and keep the result as a linked variant (docs/agents.md).
 
 The original message is never edited: the translation goes into ``message_translations``
 (``translation_json``: ``from``, ``to``, ``provider``, ``model``, ``text``). A second request for
@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
 
 from gateway.agents.providers import ChatCall, ProviderError
+from gateway.agents.registry import ProviderRegistry
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     ConversationNotFoundError,
     MessageNotFoundError,
@@ -21,7 +27,6 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.ids import new_id
-from gateway.state import AppState
 from gateway.store import conversations as conv_store
 from gateway.store import messages as messages_store
 from gateway.store import translations as store
@@ -31,6 +36,16 @@ from models.context import ChatTurn
 from models.translation import MessageTranslation
 
 UNDETERMINED = "und"  # BCP 47 language subtag for "undetermined"
+
+
+@dataclass(frozen=True)
+class Translator:
+    """What a translation needs: the pool, the provider registry that calls the user's
+    ``translation`` model, and how long (seconds) a model may take to answer."""
+
+    pool: asyncpg.Pool
+    registry: ProviderRegistry
+    timeout_seconds: float
 
 
 def translation_call(choice: ModelChoice, text: str, source: str, target: str) -> ChatCall:
@@ -51,27 +66,42 @@ def translation_call(choice: ModelChoice, text: str, source: str, target: str) -
     )
 
 
+Announce = Callable[[Transaction, MessageTranslation], Awaitable[None]]
+"""Appends the stream event that tells of a translation, in the unit of work that stores it."""
+
+
 async def translate_message(
-    state: AppState, user: User, conversation_id: str, message_id: str, target: str
+    translator: Translator,
+    user: User,
+    conversation_id: str,
+    message_id: str,
+    target: str,
+    *,
+    announce: Announce | None = None,
 ) -> MessageTranslation:
     """The message in ``target``, stored or reused (``reused`` says which).
+
+    ``announce`` runs in the transaction that stores the translation (so its event commits
+    with it), or in one of its own when a stored translation is reused.
 
     Raises ConversationNotFoundError / MessageNotFoundError (404: not a participant, or no such
     visible message in the conversation), NothingToTranslateError (422), TranslationFailedError
     (502: the provider failed; nothing is stored).
     """
-    message, choice = await _load(state, user, conversation_id, message_id)
+    message, choice = await _load(translator.pool, user, conversation_id, message_id)
     text = message.content or ""
     digest = hashlib.sha256(text.encode()).hexdigest()
-    async with state.pool.acquire() as conn:
+    async with transaction(translator.pool) as tx:
         found = await store.find_translation(
-            conn, message_id=message.id, target=target, source_sha256=digest
+            tx.conn, message_id=message.id, target=target, source_sha256=digest
         )
+        if found is not None and announce is not None:
+            await announce(tx, found)
     if found is not None:
         return found
     source = message.language or UNDETERMINED
     translated = await _call_model(
-        state, user, choice, translation_call(choice, text, source, target)
+        translator, user, choice, translation_call(choice, text, source, target)
     )
     detail = {
         "from": source,
@@ -80,7 +110,8 @@ async def translate_message(
         "model": choice.model,
         "text": translated,
     }
-    async with state.pool.acquire() as conn:
+    async with transaction(translator.pool) as tx:
+        conn = tx.conn
         stored = await store.insert_translation(
             conn,
             id=new_id(),
@@ -94,14 +125,16 @@ async def translate_message(
             stored = await store.find_translation(
                 conn, message_id=message.id, target=target, source_sha256=digest
             )
-    assert stored is not None
+        assert stored is not None
+        if announce is not None:
+            await announce(tx, stored)
     return stored
 
 
 async def _load(
-    state: AppState, user: User, conversation_id: str, message_id: str
+    pool: asyncpg.Pool, user: User, conversation_id: str, message_id: str
 ) -> tuple[Message, ModelChoice]:
-    async with state.pool.acquire() as conn:
+    async with pool.acquire() as conn:
         conversation = await conv_store.get_conversation_for_user(
             conn, conversation_id=conversation_id, user_id=user.id
         )
@@ -118,10 +151,12 @@ async def _load(
     return message, agent.model_config_.translation
 
 
-async def _call_model(state: AppState, user: User, choice: ModelChoice, call: ChatCall) -> str:
+async def _call_model(
+    translator: Translator, user: User, choice: ModelChoice, call: ChatCall
+) -> str:
     try:
-        provider = await state.context.registry.provider_for(user.id, choice)
-        async with asyncio.timeout(state.settings.llm_timeout_seconds):
+        provider = await translator.registry.provider_for(user.id, choice)
+        async with asyncio.timeout(translator.timeout_seconds):
             text = "".join([piece async for piece in provider.stream(call)]).strip()
     except TimeoutError as exc:
         raise TranslationFailedError("the translation model took too long to answer") from exc

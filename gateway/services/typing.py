@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
+
 from gateway.ids import is_ulid
-from gateway.state import AppState
+from gateway.realtime.hub import EventHub
 from gateway.store import conversations as conv_store
 from models import User
 
@@ -18,24 +20,31 @@ TYPING = "typing"
 TYPING_EXPIRES_SECONDS = 6
 
 
-async def handle_client_frame(state: AppState, user: User, frame: dict[str, Any]) -> bool:
-    """Act on one client frame; returns False when its ``type`` is not supported."""
+async def handle_client_frame(
+    pool: asyncpg.Pool, hub: EventHub, interval: float, user: User, frame: dict[str, Any]
+) -> bool:
+    """Act on one client frame; returns False when its ``type`` is not supported.
+
+    ``interval`` is ``typing_interval_seconds``: the least time between two ``typing`` events
+    of one user in one conversation."""
     if frame.get("type") != TYPING:
         return False
     conversation_id = frame.get("conversation_id")
     if not isinstance(conversation_id, str) or not is_ulid(conversation_id):
         return True  # malformed typing hints are ignored, not worth a disconnect
-    await send_typing(state, user, conversation_id)
+    await send_typing(pool, hub, interval, user, conversation_id)
     return True
 
 
-async def send_typing(state: AppState, user: User, conversation_id: str) -> bool:
+async def send_typing(
+    pool: asyncpg.Pool, hub: EventHub, interval: float, user: User, conversation_id: str
+) -> bool:
     """Tell the conversation's other users that ``user`` is typing; False when rate limited
     or when the user is not a participant (nothing is sent then)."""
     key = f"typing:{conversation_id}:{user.id}"
-    if not await state.hub.ephemeral.allow(key, state.settings.typing_interval_seconds):
+    if not await hub.ephemeral.allow(key, interval):
         return False
-    async with state.pool.acquire() as conn:
+    async with pool.acquire() as conn:
         conversation = await conv_store.get_conversation_for_user(
             conn, conversation_id=conversation_id, user_id=user.id
         )
@@ -49,5 +58,5 @@ async def send_typing(state: AppState, user: User, conversation_id: str) -> bool
         "did": user.did,
         "expires_in": TYPING_EXPIRES_SECONDS,
     }
-    await state.hub.emit_ephemeral(others, TYPING, data)
+    await hub.emit_ephemeral(others, TYPING, data)
     return True

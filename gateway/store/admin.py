@@ -18,7 +18,7 @@ async def list_users(
 ) -> list[asyncpg.Record]:
     """Users (deleted ones included) newest first, optionally matching ``query`` in username,
     display name or email (case-insensitive substring); with admin and disabled state."""
-    return await conn.fetch(
+    records: list[asyncpg.Record] = await conn.fetch(
         """SELECT u.id, u.username, u.display_name, u.email, u.phone, u.did, u.created_at,
                   u.deleted_at, d.disabled_at, d.reason AS disabled_reason,
                   (a.user_id IS NOT NULL) AS is_admin
@@ -33,6 +33,7 @@ async def list_users(
         before,
         limit,
     )
+    return records
 
 
 async def get_user_row(conn: asyncpg.Connection, *, id: str) -> asyncpg.Record | None:

@@ -28,7 +28,8 @@ async def get_own_agent_id(
 
 
 async def list_history(conn: asyncpg.Connection, *, conversation_id: str) -> list[dict[str, Any]]:
-    """Visible, non-compacted messages oldest first (seed 000 step 6), with sender names."""
+    """Visible, non-compacted messages oldest first (context-tables spec, step 6), with sender
+    names."""
     records = await conn.fetch(
         """SELECT m.id, m.sender_type, m.sender_id, m.content_type, m.content, m.created_at,
                   COALESCE(u.display_name, u.username, a.name, pa.name, m.sender_did) AS sender
@@ -45,7 +46,7 @@ async def list_history(conn: asyncpg.Connection, *, conversation_id: str) -> lis
 
 
 async def get_summary(conn: asyncpg.Connection, *, conversation_id: str) -> dict[str, Any] | None:
-    """The conversation's summary row (seed 000 step 7), or None."""
+    """The conversation's summary row (context-tables spec, step 7), or None."""
     record = await conn.fetchrow(
         "SELECT * FROM conversation_summaries WHERE conversation_id = $1", conversation_id
     )

@@ -5,16 +5,13 @@ may address several agents) and at most one per conversation ``running`` (partia
 indexes). Enqueuing while a task waits re-points the waiting task at the newer message.
 
 This table is the ledger; telling workers about a queued task is a *dispatch*
-(:func:`announce_queued`). By default it is ``NOTIFY confer_agent_tasks``, delivered when the
-enqueuing transaction commits. Inside :func:`collecting_dispatches` (the NATS task queue,
-:mod:`gateway.agents.queue`) dispatches are collected instead, to be published after commit.
+(:class:`Dispatch`, announced by the caller through ``gateway.agents.queue.TaskQueue.announce``
+in the enqueuing unit of work): ``NOTIFY confer_agent_tasks`` (:func:`notify_queued`), delivered
+when the enqueuing transaction commits, or a NATS publish registered to run after commit.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,44 +34,17 @@ class Dispatch:
     conversation_id: str
 
 
-_collected: ContextVar[list[Dispatch] | None] = ContextVar("confer_task_dispatches", default=None)
-
-
-@contextlib.contextmanager
-def collecting_dispatches() -> Iterator[list[Dispatch]]:
-    """Collect the dispatches announced inside the block (in this asyncio task) into the
-    yielded list instead of notifying; the caller publishes them after commit."""
-    collected: list[Dispatch] = []
-    token = _collected.set(collected)
-    try:
-        yield collected
-    finally:
-        _collected.reset(token)
-
-
-def is_collecting() -> bool:
-    """True inside :func:`collecting_dispatches`."""
-    return _collected.get() is not None
-
-
-async def announce_queued(conn: asyncpg.Connection, dispatch: Dispatch) -> None:
-    """Tell workers about a task queued in ``conn``'s transaction.
-
-    Collected when inside :func:`collecting_dispatches`; otherwise ``NOTIFY confer_agent_tasks``
-    (payload: the conversation id), which PostgreSQL delivers only if the transaction commits.
-    """
-    collected = _collected.get()
-    if collected is not None:
-        collected.append(dispatch)
-    else:
-        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, dispatch.conversation_id)
+async def notify_queued(conn: asyncpg.Connection, dispatch: Dispatch) -> None:
+    """``NOTIFY confer_agent_tasks`` (payload: the conversation id) in ``conn``'s transaction;
+    PostgreSQL delivers it to every listener only if that transaction commits."""
+    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, dispatch.conversation_id)
 
 
 async def enqueue(
     conn: asyncpg.Connection, *, agent_id: str, conversation_id: str, trigger_message_id: str
 ) -> str:
-    """Queue a task (or re-point the waiting one); returns its id. Announced: see
-    :func:`announce_queued`."""
+    """Queue a task (or re-point the waiting one); returns its id. The caller announces it
+    to workers (``TaskQueue.announce``) in the same unit of work."""
     task_id = await conn.fetchval(
         """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id)
            VALUES ($1, $2, $3, $4)
@@ -86,7 +56,6 @@ async def enqueue(
         conversation_id,
         trigger_message_id,
     )
-    await announce_queued(conn, Dispatch(agent_id, str(task_id), conversation_id))
     return str(task_id)
 
 
@@ -138,7 +107,7 @@ async def finish(
 ) -> bool:
     """End a running task as ``done`` or ``failed``; False when it is no longer running (its
     lease ran out and it was queued again — the caller must not store its answer)."""
-    result = await conn.execute(
+    result: str = await conn.execute(
         """UPDATE agent_tasks SET status = $2, finished_at = $3, reply_message_id = $4, error = $5,
                   lease_until = NULL
            WHERE id = $1 AND status = 'running'""",
@@ -201,7 +170,7 @@ async def withdraw_waiting(
     conn: asyncpg.Connection, *, conversation_id: str, reason: str, now: datetime
 ) -> bool:
     """Fail the conversation's ``waiting`` task with ``reason``; True when there was one."""
-    result = await conn.execute(
+    result: str = await conn.execute(
         """UPDATE agent_tasks SET status = 'failed', finished_at = $2, error = $3
            WHERE conversation_id = $1 AND status = 'waiting'""",
         conversation_id,

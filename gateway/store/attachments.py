@@ -39,7 +39,7 @@ async def attach_to_message(
     conn: asyncpg.Connection, *, attachment_id: str, user_id: str, message_id: str
 ) -> bool:
     """Link the user's unattached upload to a message; False when there is no such upload."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         """UPDATE attachments SET message_id = $3
            WHERE id = $1 AND user_id = $2 AND message_id IS NULL""",
         attachment_id,

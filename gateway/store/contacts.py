@@ -92,7 +92,21 @@ async def update_contact(
 
 async def delete_contact(conn: asyncpg.Connection, *, id: str, user_id: str) -> bool:
     """Remove the user's contact ``id``; False when there was none."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         "DELETE FROM peer_contacts WHERE id = $1 AND user_id = $2", id, user_id
     )
     return status.endswith(" 1")
+
+
+async def get_contact_peer_id(
+    conn: asyncpg.Connection, *, user_id: str, peer_did: str
+) -> str | None:
+    """The ``peer_agents`` id of ``peer_did`` when it is one of the user's contacts."""
+    peer_id = await conn.fetchval(
+        """SELECT pa.id FROM peer_agents pa
+           JOIN peer_contacts pc ON pc.peer_id = pa.id AND pc.user_id = $1
+           WHERE pa.did = $2""",
+        user_id,
+        peer_did,
+    )
+    return None if peer_id is None else str(peer_id)

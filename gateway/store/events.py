@@ -91,15 +91,23 @@ async def list_events(
     return [StoredEvent(r["seq"], r["type"], r["data"]) for r in records]
 
 
-async def delete_old_events(conn: asyncpg.Connection, *, before: datetime, keep: int) -> int:
-    """Trim the replay window: drop events older than ``before`` or beyond the last ``keep``.
-
-    Returns the number of rows deleted.
-    """
+async def delete_old_events(
+    conn: asyncpg.Connection, *, before: datetime, keep: int, limit: int
+) -> int:
+    """Trim the replay window: drop at most ``limit`` events older than ``before`` or beyond
+    the last ``keep`` of their user's stream. Returns the number of rows deleted."""
     status = await conn.execute(
-        """DELETE FROM user_events e USING user_streams s
-           WHERE e.user_id = s.user_id AND (e.created_at < $1 OR e.seq <= s.head - $2)""",
+        """DELETE FROM user_events e USING (
+             SELECT user_id, seq FROM (
+               (SELECT user_id, seq FROM user_events WHERE created_at < $1 LIMIT $3)
+               UNION
+               (SELECT o.user_id, o.seq FROM user_streams s
+                  JOIN user_events o ON o.user_id = s.user_id AND o.seq <= s.head - $2
+                LIMIT $3)) AS c
+             LIMIT $3) AS d
+           WHERE e.user_id = d.user_id AND e.seq = d.seq""",
         before,
         keep,
+        limit,
     )
     return int(status.split()[-1])

@@ -11,7 +11,7 @@ async def delivery_targets(conn: asyncpg.Connection, *, message_id: str) -> list
     Columns: ``destination``, ``endpoint``, ``peer_id``, ``sender_did``, ``recipient`` (the
     recipient DID the original delivery named). Rows of later edits/deletes are ignored.
     """
-    return await conn.fetch(
+    records: list[asyncpg.Record] = await conn.fetch(
         """SELECT DISTINCT ON (peer_id) destination, endpoint, peer_id, sender_did,
                   payload_json->'message'->'metadata'->'confer'->>'recipient' AS recipient
            FROM federation_outbox
@@ -20,6 +20,7 @@ async def delivery_targets(conn: asyncpg.Connection, *, message_id: str) -> list
            ORDER BY peer_id, id""",
         message_id,
     )
+    return records
 
 
 async def replace_held_text(
@@ -82,8 +83,9 @@ async def erase_held_text(
         owner_id,
         permission_id,
     )
-    return await conn.fetch(
+    records: list[asyncpg.Record] = await conn.fetch(
         """SELECT id, conversation_id FROM messages
            WHERE sender_id = $1 AND content_type = 'permission_request' AND deleted_at IS NULL""",
         permission_id,
     )
+    return records

@@ -53,6 +53,21 @@ async def insert_outbox(
     return outbox_id
 
 
+async def list_peer_destinations(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> list[asyncpg.Record]:
+    """The peer agents taking part in ``conversation_id``, by join order: ``peer_id``,
+    ``did`` and A2A ``endpoint`` of each (where a message posted there is delivered)."""
+    records: list[asyncpg.Record] = await conn.fetch(
+        """SELECT pa.id AS peer_id, pa.did, pa.endpoint
+           FROM conversation_participants p JOIN peer_agents pa ON pa.id = p.peer_id
+           WHERE p.conversation_id = $1 AND p.participant_type = 'peer_agent'
+           ORDER BY p.id""",
+        conversation_id,
+    )
+    return records
+
+
 async def claim_due(
     conn: asyncpg.Connection,
     *,
@@ -172,15 +187,20 @@ async def insert_inbox(
     remote_message_id: str,
     message_id: str,
     recipient_did: str,
+    now: datetime | None = None,
 ) -> None:
-    """Remember that (origin, remote id) was stored for ``recipient_did`` as ``message_id``."""
+    """Remember that (origin, remote id) was stored for ``recipient_did`` as ``message_id``,
+    received at ``now`` (default: the database's clock; the de-duplication window counts
+    from it)."""
     await conn.execute(
-        """INSERT INTO federation_inbox (origin_did, remote_message_id, message_id, recipient_did)
-           VALUES ($1, $2, $3, $4)""",
+        """INSERT INTO federation_inbox
+             (origin_did, remote_message_id, message_id, recipient_did, created_at)
+           VALUES ($1, $2, $3, $4, COALESCE($5, NOW()))""",
         origin_did,
         remote_message_id,
         message_id,
         recipient_did,
+        now,
     )
 
 
@@ -196,12 +216,6 @@ async def insert_nonce(
         expires_at,
     )
     return inserted is not None
-
-
-async def purge_nonces(conn: asyncpg.Connection, *, now: datetime) -> int:
-    """Delete nonces whose signatures can no longer be accepted; returns how many."""
-    status = await conn.execute("DELETE FROM signature_nonces WHERE expires_at < $1", now)
-    return int(status.split()[-1])
 
 
 def outbox_id() -> str:

@@ -71,7 +71,7 @@ async def remove_key(
     conn: asyncpg.Connection, *, purpose: str, fragment: str, now: datetime
 ) -> bool:
     """Unlist a retired key from DID documents (it stops verifying); False if none matched."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         """UPDATE instance_keys SET removed_at = $3
            WHERE purpose = $1 AND fragment = $2 AND retired_at IS NOT NULL
              AND removed_at IS NULL""",
@@ -87,3 +87,9 @@ async def count_fragments(conn: asyncpg.Connection, *, purpose: str) -> int:
     return int(
         await conn.fetchval("SELECT count(*) FROM instance_keys WHERE purpose = $1", purpose)
     )
+
+
+async def lock_keys(conn: asyncpg.Connection) -> None:
+    """Lock ``instance_keys`` against concurrent writers until the transaction ends (readers
+    still read): two rotations cannot pick the same fragment."""
+    await conn.execute("LOCK TABLE instance_keys IN SHARE ROW EXCLUSIVE MODE")

@@ -1,4 +1,4 @@
-"""``knowledge`` and ``ambient_context`` rows (migration 0006; seed 000)."""
+"""``knowledge`` and ``ambient_context`` rows (migration 0006; context-tables spec)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ async def list_knowledge(
     readable_by: str | None = None,
     limit: int,
 ) -> list[KnowledgeRow]:
-    """Entries by priority; with ``readable_by`` only those that agent may read (seed 000)."""
+    """Entries by priority; with ``readable_by`` only those that agent may read (context-tables
+    spec)."""
     records = await conn.fetch(
         f"""SELECT {_KNOWLEDGE} FROM knowledge
             WHERE user_id = $1 AND ($2::text IS NULL OR category = $2)
@@ -149,7 +150,7 @@ async def insert_ambient(
 async def get_latest_ambient(
     conn: asyncpg.Connection, *, user_id: str, now: datetime
 ) -> AmbientContextRow | None:
-    """The newest unexpired snapshot of ``user_id`` (seed 000 step 5), or None."""
+    """The newest unexpired snapshot of ``user_id`` (context-tables spec, step 5), or None."""
     record = await conn.fetchrow(
         f"""SELECT {_AMBIENT} FROM ambient_context
             WHERE user_id = $1 AND expires_at > $2

@@ -1,4 +1,4 @@
-"""``mcp_audit_log`` rows: the append-only audit of MCP write tools (seed 004)."""
+"""``mcp_audit_log`` rows: the append-only audit of MCP write tools (MCP server spec)."""
 
 from __future__ import annotations
 

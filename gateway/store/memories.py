@@ -1,4 +1,4 @@
-"""``agent_memories`` rows (migration 0006; seed 000 ``memoria``)."""
+"""``agent_memories`` rows (migration 0006; context-tables spec ``memoria``)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,8 @@ async def delete_memory(conn: asyncpg.Connection, *, id: str, agent_id: str) -> 
 
 
 async def mark_used(conn: asyncpg.Connection, *, ids: list[str], now: datetime) -> None:
-    """Count one more use of each memory in ``ids`` and stamp ``last_used_at`` (seed 000)."""
+    """Count one more use of each memory in ``ids`` and stamp ``last_used_at`` (context-tables
+    spec)."""
     await conn.execute(
         """UPDATE agent_memories SET uses = uses + 1, last_used_at = $2
            WHERE id = ANY($1::char(26)[])""",

@@ -76,7 +76,8 @@ async def update_content(
 
 async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
     """Mark deleted and erase the content everywhere it is kept (row, previous versions,
-    embeddings, the inbound A2A task's history, delivered outbox payloads)."""
+    embeddings, the inbound A2A task's history, delivered outbox payloads) and mark its inbox
+    rows as de-duplication only (``federation_inbox.message_deleted_at``)."""
     deleted_at = await conn.fetchval(
         """UPDATE messages SET deleted_at = NOW(), updated_at = NOW(), content = NULL,
              content_json = NULL, citations_json = NULL, translation_json = NULL
@@ -97,16 +98,23 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
              AND payload_json #> '{message,parts}' IS NOT NULL""",
         message_id,
     )
+    # the peer's id of it now only de-duplicates: the retention worker may drop that row
+    await conn.execute(
+        "UPDATE federation_inbox SET message_deleted_at = $2 WHERE message_id = $1",
+        message_id,
+        deleted_at,
+    )
     return deleted_at  # type: ignore[no-any-return]
 
 
 async def list_versions(conn: asyncpg.Connection, *, message_id: str) -> list[asyncpg.Record]:
     """Previous versions, oldest first."""
-    return await conn.fetch(
+    records: list[asyncpg.Record] = await conn.fetch(
         """SELECT version, content, content_json, created_at FROM message_versions
            WHERE message_id = $1 ORDER BY version""",
         message_id,
     )
+    return records
 
 
 async def get_details(conn: asyncpg.Connection, *, message_id: str) -> asyncpg.Record | None:
@@ -162,7 +170,7 @@ async def insert_idempotent(
 
 async def advance_read(conn: asyncpg.Connection, *, participant_id: str, message_id: str) -> bool:
     """Move the read position forward to ``message_id``; False when it already was past it."""
-    status = await conn.execute(
+    status: str = await conn.execute(
         """INSERT INTO conversation_reads (participant_id, message_id) VALUES ($1, $2)
            ON CONFLICT (participant_id) DO UPDATE SET message_id = EXCLUDED.message_id
            WHERE conversation_reads.message_id < EXCLUDED.message_id""",

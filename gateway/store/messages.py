@@ -30,7 +30,7 @@ async def insert_message(
     sender_type: str,
     sender_id: str,
     sender_did: str | None,
-    content: str,
+    content: str | None,
     content_type: str = "text",
     content_json: Any = None,
     in_reply_to: str | None = None,

@@ -151,3 +151,21 @@ async def get_permission_by_id(conn: asyncpg.Connection, *, id: str) -> Permissi
     """The permission ``id`` (any user), locked for update, or None."""
     record = await conn.fetchrow("SELECT * FROM permissions WHERE id = $1 FOR UPDATE", id)
     return _row(record) if record else None
+
+
+async def list_pending_with_peer(
+    conn: asyncpg.Connection, *, user_id: str, limit: int
+) -> list[asyncpg.Record]:
+    """The user's pending permission requests, newest first, with the requesting peer's DID:
+    ``id``, ``action``, ``scope``, ``level``, ``requested_by``, ``expires_at``, ``created_at``,
+    ``peer_did`` (None for a local request)."""
+    records: list[asyncpg.Record] = await conn.fetch(
+        """SELECT p.id, p.action, p.scope_json AS scope, p.level, p.requested_by,
+                  p.expires_at, p.created_at, pa.did AS peer_did
+           FROM permissions p LEFT JOIN peer_agents pa ON pa.id = p.peer_id
+           WHERE p.user_id = $1 AND p.decision = 'pending'
+           ORDER BY p.id DESC LIMIT $2""",
+        user_id,
+        limit,
+    )
+    return records

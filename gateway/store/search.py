@@ -247,3 +247,14 @@ async def semantic(
         limit,
     )
     return [dict(r) for r in records]
+
+
+async def try_advisory_lock(conn: asyncpg.Connection, *, key: str) -> bool:
+    """Take the session-level advisory lock named ``key`` if free; True when this connection
+    holds it (until :func:`advisory_unlock` or the connection closes)."""
+    return bool(await conn.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key))
+
+
+async def advisory_unlock(conn: asyncpg.Connection, *, key: str) -> None:
+    """Release the advisory lock named ``key`` held by this connection."""
+    await conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", key)

@@ -8,6 +8,8 @@ from typing import Any
 
 import asyncpg
 
+from a2a.confer import ConferMetadata
+
 
 @dataclass(frozen=True)
 class TaskRow:
@@ -158,7 +160,7 @@ async def peer_context_id(
     return value  # type: ignore[no-any-return]
 
 
-HELD_FOR_OWNER = {"confer": {"heldUntilOwnerReturns": True}}
+HELD_FOR_OWNER = ConferMetadata(heldUntilOwnerReturns=True).metadata()
 """``metadata`` of a task delivered while its owner was offline (the agent answers later)."""
 
 

@@ -56,3 +56,78 @@ async def insert_translation(
         requested_by,
     )
     return _row(record, reused=False) if record else None
+
+
+# --- automatic translation wishes: ``conversation_auto_translations`` ---
+
+
+async def upsert_auto_translation(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str, language: str
+) -> dict[str, Any]:
+    """Set the user's wish for the conversation (restarting ``since``):
+    ``{"conversation_id", "language", "since"}``."""
+    record = await conn.fetchrow(
+        """INSERT INTO conversation_auto_translations (conversation_id, user_id, language)
+           VALUES ($1, $2, $3)
+           ON CONFLICT (conversation_id, user_id)
+           DO UPDATE SET language = EXCLUDED.language, created_at = NOW()
+           RETURNING conversation_id, language, created_at AS since""",
+        conversation_id,
+        user_id,
+        language,
+    )
+    return dict(record)
+
+
+async def get_auto_translation(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str
+) -> dict[str, Any] | None:
+    """The user's wish ``{"conversation_id", "language", "since"}``, or None."""
+    record = await conn.fetchrow(
+        """SELECT conversation_id, language, created_at AS since
+           FROM conversation_auto_translations WHERE conversation_id = $1 AND user_id = $2""",
+        conversation_id,
+        user_id,
+    )
+    return dict(record) if record else None
+
+
+async def delete_auto_translation(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str
+) -> None:
+    """Drop the user's wish for the conversation (no error when there is none)."""
+    await conn.execute(
+        """DELETE FROM conversation_auto_translations
+           WHERE conversation_id = $1 AND user_id = $2""",
+        conversation_id,
+        user_id,
+    )
+
+
+async def list_pending_auto_translations(
+    conn: asyncpg.Connection, *, limit: int
+) -> list[dict[str, Any]]:
+    """Messages waiting for an automatic translation, oldest first:
+    ``{"user_id", "language", "conversation_id", "message_id"}``.
+
+    Pending means: in a conversation the user still takes part in, created since the wish, a
+    visible text message not sent by that user, with no translation into the wished language
+    of its current text (``source_sha256``).
+    """
+    records = await conn.fetch(
+        """SELECT s.user_id, s.language, m.conversation_id, m.id AS message_id
+           FROM conversation_auto_translations s
+           JOIN conversation_participants p
+             ON p.conversation_id = s.conversation_id AND p.user_id = s.user_id
+           JOIN messages m ON m.conversation_id = s.conversation_id
+           WHERE m.created_at >= s.created_at AND m.deleted_at IS NULL
+             AND m.content_type = 'text' AND coalesce(m.content, '') <> ''
+             AND NOT (m.sender_type = 'user' AND m.sender_id = s.user_id)
+             AND NOT EXISTS (
+               SELECT 1 FROM message_translations t
+               WHERE t.message_id = m.id AND t.target_language = s.language
+                 AND t.source_sha256 = encode(sha256(convert_to(m.content, 'UTF8')), 'hex'))
+           ORDER BY m.id LIMIT $1""",
+        limit,
+    )
+    return [dict(r) for r in records]

@@ -266,3 +266,22 @@ async def account_active(conn: asyncpg.Connection, *, user_id: str) -> bool:
     """True when the user exists, is not deleted and not disabled by an admin."""
     condition = ACTIVE_OWNER.format(user_id="$1")
     return bool(await conn.fetchval(f"SELECT {condition}", user_id))
+
+
+async def get_foreign_user_did(conn: asyncpg.Connection, *, instance_did: str) -> str | None:
+    """One user DID that is not under ``instance_did`` (deleted users included), or None."""
+    did: str | None = await conn.fetchval(
+        "SELECT did FROM users WHERE did NOT LIKE $1 || ':%' LIMIT 1", instance_did
+    )
+    return did
+
+
+async def list_llm_key_samples(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """One stored LLM key per encryption key id in use: ``kid``, ``id`` (the user),
+    ``provider``, ``value`` (the envelope ``v1.<kid>.…``)."""
+    records: list[asyncpg.Record] = await conn.fetch(
+        """SELECT DISTINCT ON (split_part(k.value, '.', 2))
+                  split_part(k.value, '.', 2) AS kid, u.id, k.key AS provider, k.value
+           FROM users u, jsonb_each_text(u.llm_keys_json) k"""
+    )
+    return records

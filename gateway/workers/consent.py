@@ -19,9 +19,11 @@ async def run_sweeper(state: AppState) -> None:
     """Deny expired permission requests and release held ones until cancelled."""
     while True:
         try:
-            await consent.expire_due(state)
-            async with state.agent_queue.after_commit():
-                await release_present_owners(state.pool, state.clock, state.hub, state.task_events)
+            deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)
+            await consent.expire_due(state.pool, deps)
+            await release_present_owners(
+                state.pool, state.clock, state.hub, state.agent_queue, state.task_events
+            )
         except (asyncpg.PostgresError, OSError) as exc:
             log.warning("consent sweeper: database error: %s", exc)
         await asyncio.sleep(state.settings.permission_sweep_seconds)

@@ -67,7 +67,7 @@ ANSWER_MAX_BYTES = 64 * 1024
 
 def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
     """Delay before attempt ``attempts + 1``: 1 s doubling per attempt, capped at 10 min."""
-    delay = min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** max(0, attempts - 1))
+    delay: float = min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** max(0, attempts - 1))
     return max(delay, min(retry_after or 0.0, BACKOFF_CAP * 6))
 
 

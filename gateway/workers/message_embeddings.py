@@ -1,4 +1,4 @@
-"""Embeds messages in the background, so semantic search covers them (issue 6).
+"""Embeds messages in the background, so semantic search covers them (docs/agents.md).
 
 Messages are written on many paths (user posts, inbound federation, agent replies), so none of
 them embeds: this indexer finds embeddable messages (visible ``text``/``code`` content, not
@@ -104,9 +104,7 @@ class MessageEmbeddingIndexer:
             if not await search_store.vector_available(conn):
                 log.info("message indexer: no embeddings table (pgvector); not indexing")
                 return False
-            if not await conn.fetchval(
-                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", LOCK_KEY
-            ):
+            if not await search_store.try_advisory_lock(conn, key=LOCK_KEY):
                 return True  # another process indexes
             channel = search_store.MESSAGE_EMBEDDINGS_CHANNEL
             await conn.add_listener(channel, self.edited)
@@ -116,9 +114,7 @@ class MessageEmbeddingIndexer:
             finally:
                 with contextlib.suppress(Exception):
                     await conn.remove_listener(channel, self.edited)
-                    await conn.execute(
-                        "SELECT pg_advisory_unlock(hashtextextended($1, 0))", LOCK_KEY
-                    )
+                    await search_store.advisory_unlock(conn, key=LOCK_KEY)
         return True  # pragma: no cover - _loop only ends by raising
 
     async def _loop(self, conn: asyncpg.Connection) -> None:

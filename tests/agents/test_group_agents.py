@@ -1,4 +1,4 @@
-"""Agents answer in a group when a message addresses them (issue 6), over real HTTP/WS."""
+"""Agents answer in a group when a message addresses them (docs/agents.md), over real HTTP/WS."""
 
 from __future__ import annotations
 

@@ -230,11 +230,11 @@ async def test_the_sweep_releases_requests_held_while_the_owner_connected(pair) 
         await asyncio.sleep(0.05)
     assert await agent_tasks(b) == ["waiting"]
     state = b.state
-    assert await release_present_owners(state.pool, state.clock, state.hub) == 0  # offline
+    queue = state.agent_queue
+    assert await release_present_owners(state.pool, state.clock, state.hub, queue) == 0  # offline
     # bob's device arrives in the presence set without this process's connect-time release
     await state.hub.ephemeral.device_online(bob.profile["id"], "device-elsewhere")
-    async with state.agent_queue.after_commit():  # as the sweeper calls it
-        assert await release_present_owners(state.pool, state.clock, state.hub) == 1
+    assert await release_present_owners(state.pool, state.clock, state.hub, queue) == 1
     for _ in range(200):
         if await agent_tasks(b) == ["done"]:
             break

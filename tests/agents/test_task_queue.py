@@ -20,10 +20,11 @@ from nats.js.api import RetentionPolicy
 from gateway.agents.nats_queue import NatsTaskQueue
 from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
-from gateway.db import create_pool
+from gateway.db import create_pool, transaction
 from gateway.ids import new_id
 from gateway.store import agent_tasks as tasks_store
 from gateway.store import messages as messages_store
+from gateway.store.agent_tasks import Dispatch
 from tests.agents.conftest import LLMServer
 from tests.agents.helpers import agent_id, set_model, talk_to_agent, wait_for_reply
 from tests.gateway.harness import NATS_URL, User, nats_task_queue, reachable, run_instance
@@ -134,29 +135,26 @@ async def enqueue(
     """Store a message from ``user`` and queue the agent's task in one transaction; dispatch it
     through ``queue`` after commit (None: the dispatch is lost, as in a crash after commit)."""
 
-    async def store() -> str:
-        async with pool.acquire() as conn, conn.transaction():
-            message = await messages_store.insert_message(
-                conn,
-                id=new_id(),
-                conversation_id=conversation_id,
-                sender_type="user",
-                sender_id=user.profile["id"],
-                sender_did=user.did,
-                content="hello",
-            )
-            return await tasks_store.enqueue(
-                conn,
-                agent_id=agent_id(user),
-                conversation_id=conversation_id,
-                trigger_message_id=message.id,
-            )
-
-    if queue is None:
-        with tasks_store.collecting_dispatches():  # collected, never published
-            return await store()
-    async with queue.after_commit():
-        return await store()
+    async with transaction(pool) as tx:
+        conn = tx.conn
+        message = await messages_store.insert_message(
+            conn,
+            id=new_id(),
+            conversation_id=conversation_id,
+            sender_type="user",
+            sender_id=user.profile["id"],
+            sender_did=user.did,
+            content="hello",
+        )
+        task_id = await tasks_store.enqueue(
+            conn,
+            agent_id=agent_id(user),
+            conversation_id=conversation_id,
+            trigger_message_id=message.id,
+        )
+        if queue is not None:  # without a queue nothing is announced, never published
+            await queue.announce(tx, Dispatch(agent_id(user), task_id, conversation_id))
+    return task_id
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ def _provider_literals(node: ast.AST, ids: set[str]) -> set[str]:
 
 def test_no_other_module_enumerates_providers() -> None:
     """No list, tuple, set or dict outside the catalog names two or more provider ids
-    (seed 002, LLMKeys: the providers are enumerated in one place only)."""
+    (data model spec, LLMKeys: the providers are enumerated in one place only)."""
     ids = {p.id for p in PROVIDERS}
     offenders = []
     for path in [*ROOT.glob("gateway/**/*.py"), *ROOT.glob("models/**/*.py")]:

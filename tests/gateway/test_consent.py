@@ -184,7 +184,9 @@ async def test_expired_requests_resolve_as_denied(agent_setup) -> None:
             "POST", f"/v1/permissions/{first['id']}/decision", json={"decision": "allow_once"}
         )
         assert late.status_code == 409 and late.json()["code"] == "permission_expired"
-        assert await consent.expire_due(b.state) == 1  # the second one, by the sweeper
+        st = b.state
+        deps = consent.Deciding(st.hub, st.agent_queue, st.task_events, st.clock)
+        assert await consent.expire_due(st.pool, deps) == 1  # the second one, by the sweeper
     finally:
         b.state.clock.offset = 0
     decisions = await rows(b, "SELECT decision, decided_by FROM permissions ORDER BY id")

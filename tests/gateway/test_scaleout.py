@@ -1,6 +1,7 @@
 """Two gateway processes sharing one PostgreSQL, fanning out over the local NATS (and sharing
 presence and rate limits through the local Redis): clients on different processes see each
-other's messages in order, and a device resumes on the other process without a gap."""
+other's messages in order, a device resumes on the other process without a gap, and an A2A
+task stream on one process sees a decision made on the other."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ import httpx
 import nats
 import pytest
 import websockets
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 
+from gateway.realtime.nats_bus import task_subject
+from tests.gateway.fakepeer import FakePeer, run_fake_peer
 from tests.gateway.harness import (
     NATS_URL,
     RUN_RATE_LIMIT_PREFIX,
@@ -218,6 +223,97 @@ async def test_two_processes_share_the_agent_task_queue(database_url: str) -> No
         finally:
             await nc.close()
     assert stream.state.last_seq == 6 and stream.state.messages == 0
+
+
+async def _until_watched(task_id: str) -> None:
+    """Wait until some process subscribes to the task's updates: a request on a subject
+    nobody listens to gets "no responders" at once; a watcher (which never replies, and
+    ignores the probe as malformed) lets it time out."""
+    nc = await nats.connect(NATS_URL)
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    await nc.request(task_subject(task_id), b"probe", timeout=0.3)
+                except NoRespondersError:
+                    await asyncio.sleep(0.05)
+                except NatsTimeoutError:
+                    return
+    finally:
+        await nc.close()
+
+
+class _Peer:
+    """A FakePeer calling one agent's A2A endpoint on either process, signing for the shared
+    public URL."""
+
+    def __init__(self, peer: FakePeer, public: str, agent_id: str) -> None:
+        self.peer, self.public, self.path = peer, public, f"/agents/{agent_id}/a2a"
+
+    def call(self, method: str, params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        return body.encode(), self.peer.signed_headers(self.public + self.path, body.encode())
+
+    async def post(self, client: httpx.AsyncClient, body: bytes) -> dict[str, Any]:
+        headers = self.peer.signed_headers(self.public + self.path, body)
+        response = await client.post(self.path, content=body, headers=headers)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    async def follow(self, client: httpx.AsyncClient, task_id: str) -> list[dict[str, Any]]:
+        """``SubscribeToTask`` until the server ends the stream; every event's result."""
+        body, headers = self.call("SubscribeToTask", {"id": task_id})
+        events: list[dict[str, Any]] = []
+        async with client.stream("POST", self.path, content=body, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:])["result"])
+        return events
+
+
+async def test_a_decision_on_one_process_reaches_a_task_stream_on_the_other(
+    database_url: str,
+) -> None:
+    """A peer follows its held request on process A; the owner decides over REST on process
+    B (and the peer cancels another request there): both streams on A see it and end."""
+    port_a, port_b = free_port(), free_port()
+    own_budget = {"rate_limit_prefix": f"{RUN_RATE_LIMIT_PREFIX}-tasks"}
+    async with (
+        nats_task_queue() as queue,
+        run_fake_peer() as fake,
+        gateway_process(database_url, port_a, port_a, {**queue, **own_budget}) as base_a,
+        gateway_process(database_url, port_b, port_a, {**queue, **own_budget}) as base_b,
+        httpx.AsyncClient(base_url=base_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=base_b, timeout=30) as b,
+    ):
+        bob = await _register(b, "bob")
+        hb = {"Authorization": f"Bearer {bob['access_token']}"}
+        peer = _Peer(fake, f"http://localhost:{port_a}", bob["user"]["agent_did"].rsplit(":")[-1])
+        held = (await peer.post(a, fake.rpc("may I?")))["result"]["task"]
+        assert held["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+
+        following = asyncio.create_task(peer.follow(a, held["id"]))
+        await _until_watched(held["id"])
+        [pending] = (await b.get("/v1/permissions?pending=true", headers=hb)).json()
+        decided = await b.post(
+            f"/v1/permissions/{pending['id']}/decision",
+            json={"decision": "allow_once"},
+            headers=hb,
+        )
+        assert decided.status_code == 200, decided.text
+        events = await asyncio.wait_for(following, 30)  # the stream on A ended by itself
+        assert events[0]["task"]["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+        assert [e["statusUpdate"]["status"]["state"] for e in events[1:]] == [
+            "TASK_STATE_COMPLETED"
+        ]
+
+        other = (await peer.post(a, fake.rpc("never mind")))["result"]["task"]
+        following = asyncio.create_task(peer.follow(a, other["id"]))
+        await _until_watched(other["id"])
+        body, _ = peer.call("CancelTask", {"id": other["id"]})
+        assert (await peer.post(b, body))["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        events = await asyncio.wait_for(following, 30)
+        assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])

@@ -1,5 +1,5 @@
 """Device sessions over real HTTP: refresh rotation, reuse detection, races, revocation and
-every token attack of issue 3 (all 401)."""
+every token attack in docs/accounts.md (all 401)."""
 
 from __future__ import annotations
 

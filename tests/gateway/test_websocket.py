@@ -10,7 +10,7 @@ import pytest
 import websockets
 
 from gateway.realtime.subscriber import Subscriber, control_frame, ephemeral_frame, event_frame
-from gateway.workers.streams import trim_events_once
+from gateway.workers.retention import trim_events
 from tests.gateway.harness import Instance, User, run_instance
 
 
@@ -129,7 +129,7 @@ async def test_trimmed_events_give_resync_required(database_url: str) -> None:
         head = await instance.state.hub.head(bob.profile["id"])
         # Within the window by count, but the oldest events were trimmed by age.
         settings = instance.settings.model_copy(update={"ws_replay_max_age_seconds": -1})
-        deleted = await trim_events_once(instance.state.pool, instance.state.clock, settings)
+        deleted = await trim_events(instance.state.pool, instance.state.clock.now(), settings)
         assert deleted >= 3
         ws = await _connect(bob, f"?epoch={head.epoch}&offset=1")
         await _frame(ws)

@@ -1,4 +1,4 @@
-"""The pydantic types mirror the spec's interfaces and tables (seed 002)."""
+"""The pydantic types mirror the spec's interfaces and tables (data model spec)."""
 
 from __future__ import annotations
 
@@ -400,7 +400,7 @@ SPEC_UNIONS: dict[str, Any] = {
 
 def test_enumerations_are_the_spec_values() -> None:
     if not SEED_PATH.exists():
-        pytest.skip(f"seed 002 not found at {SEED_PATH}")
+        pytest.skip(f"data model spec not found at {SEED_PATH}")
     seed = SEED_PATH.read_text(encoding="utf-8")
     for column, alias in SPEC_LISTS.items():
         match = re.search(rf"^{column}: ([\w ]+?)\s*$", seed, re.MULTILINE)

@@ -1,0 +1,176 @@
+"""One outbound pipeline: a stored change becomes one outbox row per remote destination.
+
+Whatever leaves this instance for a peer goes through :func:`queue_for_peers`, inside the
+transaction that stored it (so the delivery is queued exactly when the change commits):
+
+- a :class:`Post` — a user's message, an agent's answer, or the agent's answer to a request
+  held for consent — goes to every peer agent of its conversation, or to one named peer;
+- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to.
+
+Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
+from a typed :class:`a2a.confer.ConferMetadata`. The delivery worker
+(:mod:`gateway.workers.delivery`) signs and posts the rows, in order per destination, so a
+change never overtakes the message it changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from a2a.confer import ConferChange, ConferMetadata, send_message_params
+from gateway.ids import new_id
+from gateway.store import federated_changes as changes_store
+from gateway.store import federation as federation_store
+from gateway.store import tasks as tasks_store
+from models import Message, PeerAgentRow
+
+DELETED_TEXT = "(deleted)"
+"""The text part of a delete (A2A requires a non-empty ``parts``; receivers ignore it)."""
+
+
+@dataclass(frozen=True)
+class Post:
+    """A stored message for the peers.
+
+    ``to`` None sends it to every peer agent of the conversation, in each peer's terms (the
+    ``contextId`` the peer last used there, and the peer's own id of the replied message);
+    ``to`` one peer sends it to that peer only. ``context_id`` / ``in_reply_to`` override
+    those terms (an answer to a held request uses the request's); ``task_id`` and
+    ``decision`` mark the agent's answer to a held request.
+    """
+
+    message: Message
+    sender_name: str | None
+    to: PeerAgentRow | None = None
+    context_id: str | None = None
+    in_reply_to: str | None = None
+    task_id: str | None = None
+    decision: str | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """An edit (``version`` is the new version, ``text`` the new text) or a delete
+    (``version`` None) of the message ``message_id`` already sent to peers."""
+
+    message_id: str
+    conversation_id: str
+    version: int | None = None
+    text: str = DELETED_TEXT
+
+    @classmethod
+    def edit(cls, message: Message, version: int) -> Change:
+        """``message`` edited, now at ``version``."""
+        return cls(message.id, message.conversation_id, version, message.content or "")
+
+    @classmethod
+    def delete(cls, message_id: str, conversation_id: str) -> Change:
+        """The message ``message_id`` deleted."""
+        return cls(message_id, conversation_id)
+
+
+@dataclass(frozen=True)
+class _Destination:
+    peer_id: str
+    endpoint: str
+    sender_did: str
+    recipient: str | None
+
+
+async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
+    """Queue ``item`` in the outbox for every remote destination; returns how many rows.
+
+    Runs inside the caller's transaction (``conn``); the rows wake the delivery workers when
+    it commits. A delete should be queued after the message's pending deliveries were dropped,
+    so peers that never got the message are not told.
+    """
+    destinations = await _destinations(conn, item)
+    message_id = item.message.id if isinstance(item, Post) else item.message_id
+    for d in destinations:
+        await federation_store.insert_outbox(
+            conn,
+            destination=urlsplit(d.endpoint).netloc.lower(),
+            endpoint=d.endpoint,
+            sender_did=d.sender_did,
+            peer_id=d.peer_id,
+            message_id=message_id,
+            payload=await _params(conn, item, d),
+        )
+    return len(destinations)
+
+
+async def _destinations(conn: asyncpg.Connection, item: Post | Change) -> list[_Destination]:
+    if isinstance(item, Change):
+        targets = await changes_store.delivery_targets(conn, message_id=item.message_id)
+        return [
+            _Destination(t["peer_id"], t["endpoint"], t["sender_did"], t["recipient"])
+            for t in targets
+        ]
+    sender = item.message.sender_did
+    assert sender is not None, "only a user's or an agent's message goes to peers"
+    if item.to is not None:
+        return [_Destination(item.to.id, item.to.endpoint, sender, item.to.did)]
+    peers = await federation_store.list_peer_destinations(
+        conn, conversation_id=item.message.conversation_id
+    )
+    return [_Destination(p["peer_id"], p["endpoint"], sender, p["did"]) for p in peers]
+
+
+async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination) -> dict[str, Any]:
+    if isinstance(item, Change):
+        change = ConferChange(messageId=item.message_id, version=item.version)
+        edited = item.version is not None
+        return send_message_params(
+            message_id=new_id(),  # a change is a message of its own; the original is named
+            context_id=item.conversation_id,
+            text=item.text,
+            confer=ConferMetadata(
+                sender=d.sender_did,
+                recipient=d.recipient,
+                edit=change if edited else None,
+                delete=None if edited else change,
+            ),
+        )
+    message = item.message
+    context_id, in_reply_to = await _peer_terms(conn, item, d.recipient)
+    return send_message_params(
+        message_id=message.id,
+        context_id=context_id,
+        text=message.content or "",
+        confer=ConferMetadata(
+            sender=message.sender_did,
+            recipient=d.recipient,
+            createdAt=message.created_at.isoformat(),
+            senderName=item.sender_name or None,
+            inReplyTo=in_reply_to,
+            taskId=item.task_id,
+            decision=item.decision,
+        ),
+    )
+
+
+async def _peer_terms(
+    conn: asyncpg.Connection, post: Post, peer_did: str | None
+) -> tuple[str, str | None]:
+    """``(contextId, inReplyTo)`` in the peer's own terms, so its answer threads: the context
+    the peer used when it last wrote into this conversation (A2A §3.4: the context is the
+    server's, reused by the client), else our conversation id; the id the peer gave the
+    replied message when it sent it, else our own id of it."""
+    message = post.message
+    context_id = post.context_id
+    if context_id is None and peer_did is not None:
+        context_id = await tasks_store.peer_context_id(
+            conn, conversation_id=message.conversation_id, caller=f"peer:{peer_did}"
+        )
+    in_reply_to = post.in_reply_to
+    if in_reply_to is None and message.in_reply_to:
+        if peer_did is not None:
+            in_reply_to = await federation_store.get_remote_id(
+                conn, message_id=message.in_reply_to, origin_did=peer_did
+            )
+        in_reply_to = in_reply_to or message.in_reply_to
+    return context_id or message.conversation_id, in_reply_to

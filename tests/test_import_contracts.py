@@ -1,0 +1,22 @@
+"""The import-linter contracts in pyproject.toml hold (the same check ``make lint`` runs)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept() -> None:
+    lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if lint_imports is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    result = subprocess.run(
+        [lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
