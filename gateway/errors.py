@@ -42,6 +42,7 @@ The hierarchy (wire code in brackets)::
         AgentNotFoundError [agent_not_found]
         MemoryNotFoundError [memory_not_found]
         KnowledgeNotFoundError [knowledge_not_found]
+        ConceptNotFoundError [concept_not_found]
         ProjectMemoryNotFoundError [project_memory_not_found]
         SessionNotFoundError [session_not_found]
         LLMKeyNotFoundError [llm_key_not_found]
@@ -242,6 +243,10 @@ class MemoryNotFoundError(NotFoundError):
 
 class KnowledgeNotFoundError(NotFoundError):
     code, title = "knowledge_not_found", "No such knowledge entry"
+
+
+class ConceptNotFoundError(NotFoundError):
+    code, title = "concept_not_found", "No such concept in your concept memory"
 
 
 class KnowledgeDuplicateError(ConflictError):
