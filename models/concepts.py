@@ -48,8 +48,8 @@ class Contested(ConferModel):
     """
 
     state: ContestedState
-    by_active: list[Challenger] = []
-    by_archived: list[Challenger] = []
+    by_active: list[Challenger] = Field(default_factory=list)
+    by_archived: list[Challenger] = Field(default_factory=list)
 
 
 class ConceptPublic(ConferModel):
@@ -109,7 +109,7 @@ class OccurrenceCreate(ConferModel):
     note: Notes | None = None
     type: ConceptType | None = None
     description: LongText | None = None
-    domains: Annotated[list[Slug], Field(max_length=20)] = []
+    domains: list[Slug] = Field(default_factory=list, max_length=20)
 
 
 class RelationCreate(ConferModel):
@@ -132,12 +132,14 @@ class StatusChange(ConferModel):
 class MeasurementCreate(ConferModel):
     """A composite AI-human measurement (spec ``cs_record_measurement``); domains must exist."""
 
-    context: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=32_000)]
+    context: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=32_000)
+    ]
     outcome: Outcome
     ai_contribution: LongText = ""
     human_contribution: LongText = ""
     project: Annotated[str, StringConstraints(max_length=200)] = ""
-    domains: Annotated[list[Slug], Field(max_length=20)] = []
+    domains: list[Slug] = Field(default_factory=list, max_length=20)
 
 
 class VaccineCreate(ConferModel):
@@ -148,7 +150,7 @@ class VaccineCreate(ConferModel):
     name: ConceptName
     terms: Annotated[list[ConceptName], Field(min_length=1, max_length=20)]
     scope: Literal["global", "project_specific"] = "global"
-    applicable_projects: Annotated[list[Project], Field(max_length=50)] = []
+    applicable_projects: list[Project] = Field(default_factory=list, max_length=50)
     min_weight: Annotated[float, Field(ge=0, le=1000)] = 1.0
     description: LongText = ""
 

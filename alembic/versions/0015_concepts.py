@@ -92,7 +92,8 @@ UPGRADE = (
         CHECK (session IS NOT NULL OR conversation_id IS NOT NULL)
     )
     """,
-    "CREATE INDEX idx_concept_occurrences_concept ON concept_occurrences (concept_id, seen_at DESC)",
+    """CREATE INDEX idx_concept_occurrences_concept
+         ON concept_occurrences (concept_id, seen_at DESC)""",
     """
     CREATE TABLE concept_relations (
       id         CHAR(26) PRIMARY KEY,

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, JsonValue, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,6 +30,7 @@ from gateway.http_errors import problem_for
 from gateway.mcp import permissions, tools
 from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
+from gateway.mcp.concept_tools import register_concept_tools
 from gateway.services.search import SearchMode
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -82,13 +83,15 @@ class ConferMCPServer(MCPServer):
         super().__init__(*args, **kwargs)
         self._get_state = get_state
         self.write_tools: set[str] = set()
+        # tools whose refusals also set MCP's ``isError`` (the concept tools)
+        self.flag_failures: set[str] = set()
 
-    def write_tool(self) -> Callable[[F], F]:
+    def write_tool(self, annotations: ToolAnnotations | None = None) -> Callable[[F], F]:
         """Like ``tool()``, for a write tool: its argument errors leave an audit row too."""
 
         def register(fn: F) -> F:
             self.write_tools.add(fn.__name__)
-            self.tool()(fn)
+            self.tool(annotations=annotations)(fn)
             return fn
 
         return register
@@ -98,7 +101,7 @@ class ConferMCPServer(MCPServer):
     ) -> Any:
         """Run the tool; arguments its schema rejects become a refusal result (see class)."""
         try:
-            return await super().call_tool(name, arguments, context)
+            outcome = await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
@@ -110,7 +113,15 @@ class ConferMCPServer(MCPServer):
             return CallToolResult(
                 content=[TextContent(type="text", text=json.dumps(result))],
                 structured_content=result,
+                is_error=name in self.flag_failures,
             )
+        if (
+            name in self.flag_failures
+            and isinstance(outcome, CallToolResult)
+            and (outcome.structured_content or {}).get("ok") is False
+        ):
+            return outcome.model_copy(update={"is_error": True})
+        return outcome
 
     async def _audit_refusal(
         self, name: str, arguments: dict[str, Any], ctx: Context, code: str, detail: str
@@ -163,6 +174,7 @@ def _register(server: ConferMCPServer, get_state: StateGetter) -> None:
 
     _register_reads(server, caller)
     _register_writes(server, caller)
+    register_concept_tools(server, caller)
 
 
 def _register_reads(server: ConferMCPServer, caller: Caller) -> None:

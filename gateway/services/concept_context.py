@@ -53,14 +53,18 @@ async def session_context(
 
 
 def render_markdown(
-    concepts: list[ConceptPublic], warnings: list[str], project: str | None, domains: list[str] | None
+    concepts: list[ConceptPublic],
+    warnings: list[str],
+    project: str | None,
+    domains: list[str] | None,
 ) -> str:
     """The session context as markdown: a ``[WARNING]`` line in the header when contested could
     not be checked, and ``[CONTESTED] by: …`` under each disputed concept."""
     scope = ", ".join(filter(None, [f"project {project}" if project else None, *(domains or [])]))
     lines = [f"# Concept memory{f' ({scope})' if scope else ''}"]
     lines += [f"> [WARNING] {w}" for w in warnings]
-    for heading, kind in (("Principles", "principle"), ("Patterns", "pattern"), ("Events", "event")):
+    sections = (("Principles", "principle"), ("Patterns", "pattern"), ("Events", "event"))
+    for heading, kind in sections:
         group = [c for c in concepts if c.type == kind]
         if not group:
             continue

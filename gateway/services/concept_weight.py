@@ -41,7 +41,7 @@ def fold(text: str) -> str:
 
 def decayed(weight: float, elapsed: timedelta) -> float:
     """The weight after ``elapsed`` without use (half-life :data:`HALF_LIFE`)."""
-    return weight * 0.5 ** (max(elapsed.total_seconds(), 0) / HALF_LIFE.total_seconds())
+    return float(weight * 0.5 ** (max(elapsed.total_seconds(), 0) / HALF_LIFE.total_seconds()))
 
 
 def severity(peak_weight: float, dependents: list[dict[str, Any]]) -> str:

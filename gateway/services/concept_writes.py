@@ -100,14 +100,7 @@ async def record_occurrence_in(
     assert row is not None
     if created:
         tx.call_after(
-            functools.partial(
-                index_text,
-                deps.pool,
-                deps.embedder,
-                owner_table="concept",
-                owner_id=concept_id,
-                text=f"{row['name']}\n{row['description']}",
-            )
+            functools.partial(_index, deps, concept_id, f"{row['name']}\n{row['description']}")
         )
     result = {"concept_id": concept_id, "created": created}
     return {**result, "weight": row["weight"], "status": row["status"]}, concept_id
@@ -222,3 +215,9 @@ async def record_measurement_in(
         domain_ids=list(domains.values()),
     )
     return {"id": measurement_id, "created_at": created_at.isoformat()}, measurement_id
+
+
+async def _index(deps: ConceptDeps, concept_id: str, text: str) -> None:
+    await index_text(
+        deps.pool, deps.embedder, owner_table="concept", owner_id=concept_id, text=text
+    )

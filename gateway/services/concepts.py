@@ -111,7 +111,9 @@ async def search(
     ``semantic`` or ``fulltext`` (see module docstring)."""
     async with deps.pool.acquire() as conn:
         agent = await agent_for(conn, user, agent_id)
-        rows, method = await _search_rows(deps, conn, agent, query, domain, project, threshold, limit)
+        rows, method = await _search_rows(
+            deps, conn, agent, query, domain, project, threshold, limit
+        )
     concepts = [public({**r, "method": method}) for r in rows]
     warnings = await mark_contested(deps.pool, concepts) if contested else []
     return {"query": query, "method": method, "concepts": concepts, "warnings": warnings}

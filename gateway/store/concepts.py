@@ -56,7 +56,9 @@ async def get_domain_ids(
     return {r["slug"]: r["id"] for r in rows}
 
 
-async def get_concept(conn: asyncpg.Connection, *, agent_id: str, name: str) -> dict[str, Any] | None:
+async def get_concept(
+    conn: asyncpg.Connection, *, agent_id: str, name: str
+) -> dict[str, Any] | None:
     """The concept named exactly ``name``, or None."""
     row = await conn.fetchrow(
         f"SELECT {CONCEPT_COLUMNS} FROM concepts c WHERE c.agent_id = $1 AND c.name = $2",
