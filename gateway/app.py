@@ -35,6 +35,7 @@ from gateway.routes import (
     attachments,
     auth,
     cards,
+    concepts,
     contacts,
     conversations,
     events,
@@ -220,6 +221,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         memory,
         project_memory,
         agent_context,
+        concepts,
     ):
         app.include_router(module.router)
     # Starlette serves an endpoint that is not a function as a raw ASGI app (exact path, no

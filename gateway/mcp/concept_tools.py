@@ -279,7 +279,9 @@ def _writes(server: Any, caller: Caller) -> None:
         return await audited(ctx, tool, agent, payload, "concept_relations", action)
 
     @write_tool(WRITE)
-    async def confer_promote_concept(ctx: Context, concept: str, agent: str = "unknown") -> Any:
+    async def confer_promote_concept(
+        ctx: Context, concept: str, agent: str = "unknown"
+    ) -> dict[str, Any]:
         """Make a concept active again (audited)."""
         payload = {"concept": concept, "status": "active"}
 
@@ -290,7 +292,9 @@ def _writes(server: Any, caller: Caller) -> None:
         return await audited(ctx, "confer_promote_concept", agent, payload, "concepts", action)
 
     @write_tool(DESTRUCTIVE)
-    async def confer_archive_concept(ctx: Context, concept: str, agent: str = "unknown") -> Any:
+    async def confer_archive_concept(
+        ctx: Context, concept: str, agent: str = "unknown"
+    ) -> dict[str, Any]:
         """Archive a concept: it leaves session contexts, and concepts depending on it show
         up as fractures (audited)."""
         payload = {"concept": concept, "status": "archived"}

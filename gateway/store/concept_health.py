@@ -10,11 +10,11 @@ import asyncpg
 async def list_fractures(
     conn: asyncpg.Connection, *, agent_id: str, project: str | None
 ) -> list[dict[str, Any]]:
-    """Dormant or archived concepts that active concepts ``depends_on``: name, status, weight,
-    peak_weight and ``dependents`` ``[{name, weight, occurrence_count}]``. With ``project``,
+    """Dormant or archived concepts that active concepts ``depends_on``: concept (its name),
+    status, weight, peak_weight and ``dependents`` ``[{name, weight, occurrence_count}]``. With ``project``,
     only fractures where the weakened concept or a dependent belongs to it."""
     rows = await conn.fetch(
-        """SELECT t.name, t.status, t.weight, t.peak_weight,
+        """SELECT t.name AS concept, t.status, t.weight, t.peak_weight,
                   jsonb_agg(jsonb_build_object('name', s.name, 'weight', s.weight,
                                                'occurrence_count', s.occurrence_count)
                             ORDER BY s.weight DESC, s.name) AS dependents

@@ -24,12 +24,26 @@ READ_TOOLS = {
     "confer_get_session_context",
     "confer_list_pending_permissions",
     "confer_get_audit_log",
+    # concept memory (tests/agents/test_concepts.py)
+    "confer_search_concepts",
+    "confer_get_active_concepts",
+    "confer_get_concept_graph",
+    "confer_get_domain_summary",
+    "confer_get_concept_context",
+    "confer_get_concept_alerts",
+    "confer_open_concept_session",
+    "confer_audit_concept_thread",
 }
 WRITE_TOOLS = {
     "confer_send_message",
     "confer_record_memory",
     "confer_update_project_memory",
     "confer_decide_permission",
+    "confer_record_concept_occurrence",
+    "confer_record_concept_relation",
+    "confer_promote_concept",
+    "confer_archive_concept",
+    "confer_record_measurement",
 }
 
 

@@ -1,0 +1,256 @@
+"""The concept memory over MCP (official ``mcp`` client, real HTTP) and REST, on real PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from mcp import Client
+
+from tests.agents.helpers import agent_id
+from tests.agents.test_mcp import _audit_rows, mcp_client
+from tests.gateway.harness import run_instance
+
+READS = {
+    "confer_search_concepts",
+    "confer_get_active_concepts",
+    "confer_get_concept_graph",
+    "confer_get_domain_summary",
+    "confer_get_concept_context",
+    "confer_get_concept_alerts",
+    "confer_open_concept_session",
+    "confer_audit_concept_thread",
+}
+WRITES = {
+    "confer_record_concept_occurrence",
+    "confer_record_concept_relation",
+    "confer_promote_concept",
+    "confer_archive_concept",
+    "confer_record_measurement",
+}
+
+
+async def tool(client: Client, name: str, arguments: dict[str, Any], failing: bool = False) -> Any:
+    result = await client.call_tool(name, arguments)
+    content = dict(result.structured_content or {})
+    assert result.is_error is failing, content
+    assert content.get("ok") is (not failing), content
+    return content
+
+
+async def seen(client: Client, concept: str, **extra: Any) -> dict[str, Any]:
+    args = {"concept": concept, "session": "s1", "agent": "test", **extra}
+    result: dict[str, Any] = await tool(client, "confer_record_concept_occurrence", args)
+    return result
+
+
+async def relate(client: Client, source: str, target: str, kind: str) -> None:
+    args = {"source": source, "target": target, "kind": kind, "notes": f"{source} {kind}"}
+    await tool(client, "confer_record_concept_relation", args)
+
+
+async def test_contested_graph_audit_and_failures(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        async with mcp_client(instance, alice) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert READS | WRITES <= set(listed)
+            assert all(listed[n].annotations.read_only_hint is True for n in READS)  # type: ignore[union-attr]
+            assert listed["confer_archive_concept"].annotations.destructive_hint is True  # type: ignore[union-attr]
+            assert listed["confer_promote_concept"].annotations.destructive_hint is False  # type: ignore[union-attr]
+
+            made = await seen(
+                client,
+                "Caché de sesión",
+                type="principle",
+                description="keep session state in a cache",
+                domains=["django_patterns"],
+                project="inducop",
+            )
+            assert made["created"] is True and made["weight"] == 1.0
+            again = await seen(client, "Caché de sesión", project="inducop")
+            assert again["created"] is False and again["weight"] > 1.9
+            await seen(client, "Stateless sessions", type="principle", domains=["django_patterns"])
+            await seen(client, "Old cache rule", type="event")
+            await seen(client, "Retry with backoff", type="pattern", domains=["django_patterns"])
+            await relate(client, "Stateless sessions", "Caché de sesión", "contradicts")
+            await relate(client, "Old cache rule", "Caché de sesión", "supersedes")
+            await relate(client, "Retry with backoff", "Caché de sesión", "depends_on")
+            await tool(client, "confer_archive_concept", {"concept": "Old cache rule"})
+
+            found = await tool(client, "confer_search_concepts", {"query": "cache"})
+            assert found["method"] == "fulltext" and found["warnings"] == []
+            by_name = {c["name"]: c for c in found["concepts"]}
+            contested = by_name["Caché de sesión"]["contested"]
+            assert contested == {
+                "state": "contested",
+                "by_active": [
+                    {"name": "Stateless sessions", "status": "active", "relation": "contradicts"}
+                ],
+                "by_archived": [
+                    {"name": "Old cache rule", "status": "archived", "relation": "supersedes"}
+                ],
+            }
+            assert by_name["Old cache rule"]["contested"]["state"] == "none"
+
+            context = await tool(
+                client, "confer_get_concept_context", {"domains": ["django_patterns"]}
+            )
+            order = [c["name"] for c in context["concepts"]]
+            assert order == ["Caché de sesión", "Stateless sessions", "Retry with backoff"]
+            assert "[CONTESTED] by: Stateless sessions (active, contradicts)" in context["markdown"]
+            assert "[WARNING]" not in context["markdown"]
+
+            graph = await tool(
+                client, "confer_get_concept_graph", {"concept_name": "CACHE DE SESION", "depth": 2}
+            )
+            assert graph["concept"]["name"] == "Caché de sesión"
+            assert {e["source"] for e in graph["incoming"]} == {
+                "Stateless sessions",
+                "Old cache rule",
+                "Retry with backoff",
+            }
+            assert len(graph["recent_occurrences"]) == 2
+
+            audit = await tool(
+                client,
+                "confer_audit_concept_thread",
+                {"concepts": ["cache de SESION", "stateless", "nothing like this"]},
+            )
+            assert audit["summary"] == {
+                "total": 3,
+                "found": 2,
+                "missing": 1,
+                "by_status": {"active": 2},
+            }
+            assert audit["coverage"][0]["matched_concept"] == "Caché de sesión"
+            assert len(audit["coverage"][0]["incoming_relations"]) == 3
+
+            summary = await tool(client, "confer_get_domain_summary", {"domain": "django_patterns"})
+            assert summary["by_type"] == {"pattern": 1, "principle": 2}
+            assert summary["recent_sessions"][0]["session"] == "s1"
+
+            opened = await tool(
+                client,
+                "confer_open_concept_session",
+                {"topic": "caching", "queries": ["cache", "sessions"]},
+            )
+            ranked = {c["name"]: c for c in opened["concepts_ranked"]}
+            assert ranked["Caché de sesión"]["contested"]["state"] == "contested"
+
+            missing = await tool(
+                client, "confer_get_concept_graph", {"concept_name": "nope"}, failing=True
+            )
+            assert missing["code"] == "concept_not_found"
+            lock = await tool(
+                client,
+                "confer_record_concept_relation",
+                {"source": "Retry with backoff", "target": "frame:mtv", "kind": "related_to"},
+                failing=True,
+            )
+            assert lock["code"] == "validation_failed" and "audit_id" in lock
+
+            # the contested check cannot run: every concept says unknown, the batch warns
+            conn = await asyncpg.connect(database_url)
+            try:
+                await conn.execute("ALTER TABLE concept_relations RENAME TO concept_relations_x")
+                broken = await tool(client, "confer_search_concepts", {"query": "cache"})
+                assert broken["warnings"] and all(
+                    c["contested"]["state"] == "unknown" for c in broken["concepts"]
+                )
+                context = await tool(client, "confer_get_concept_context", {})
+                assert "[WARNING] contested could not be verified" in context["markdown"]
+            finally:
+                await conn.execute("ALTER TABLE concept_relations_x RENAME TO concept_relations")
+                await conn.close()
+        rest = await alice.request("GET", "/v1/concepts/search", params={"query": "sesion"})
+        assert rest.status_code == 200
+        assert rest.json()["concepts"][0]["contested"]["state"] == "contested"
+
+
+async def test_fractures_vaccines_and_measurements(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        async with mcp_client(instance, alice) as client:
+            for base, dependent in (("Base A", "Dep A"), ("Base B", "Dep B"), ("Base C", "Dep C")):
+                await seen(client, base, type="principle", domains=["core"])
+                await seen(client, dependent, type="pattern")
+                await relate(client, dependent, base, "depends_on")
+            await seen(client, "Base A")  # weighed 2.0 before it decays: critical
+            await seen(client, "Dep B")  # two occurrences, so not a likely false positive
+            conn = await asyncpg.connect(database_url)
+            try:
+                # as if time had passed: B's dependent decayed to 0.8, C went dormant
+                await conn.execute("UPDATE concepts SET weight = 0.8 WHERE name = 'Dep B'")
+                await conn.execute("UPDATE concepts SET status = 'dormant' WHERE name = 'Base C'")
+            finally:
+                await conn.close()
+            for archived in ("Base A", "Base B"):
+                await tool(client, "confer_archive_concept", {"concept": archived})
+            alerts = await tool(client, "confer_get_concept_alerts", {})
+            severity = {f["concept"]: f["severity"] for f in alerts["fractures"]}
+            assert severity == {"Base A": "critical", "Base B": "moderate", "Base C": "low"}
+
+            await seen(client, "No emoji in commits", type="principle", project="inducop")
+            await seen(client, "YAML schema checks", type="pattern", project="inducop")
+            for vaccine in (
+                {"name": "emoji", "terms": ["Émoji"], "scope": "global"},
+                {
+                    "name": "yaml",
+                    "terms": ["yaml"],
+                    "scope": "project_specific",
+                    "applicable_projects": ["concept-sediment"],
+                },
+                {"name": "git push", "terms": ["git push"]},
+            ):
+                response = await alice.request("PUT", "/v1/concepts/vaccines", json=vaccine)
+                assert response.status_code == 200, response.text
+            sediment = await tool(
+                client, "confer_get_concept_alerts", {"project": "concept-sediment"}
+            )
+            assert sorted(v["name"] for v in sediment["missing_vaccines"]) == ["git push", "yaml"]
+            inducop = await tool(client, "confer_get_concept_alerts", {"project": "inducop"})
+            assert [v["name"] for v in inducop["missing_vaccines"]] == ["git push"]
+
+            refused = await tool(
+                client,
+                "confer_record_measurement",
+                {"context": "deploy", "outcome": "resolved", "domains": ["core", "nowhere"]},
+                failing=True,
+            )
+            assert refused["code"] == "validation_failed" and "nowhere" in refused["error"]
+            bad_outcome = await tool(
+                client,
+                "confer_record_measurement",
+                {"context": "deploy", "outcome": "resolvio"},
+                failing=True,
+            )
+            assert bad_outcome["code"] == "validation_failed"
+            conn = await asyncpg.connect(database_url)
+            try:
+                assert await conn.fetchval("SELECT count(*) FROM concept_measurements") == 0
+                assert await conn.fetchval("SELECT count(*) FROM concept_measurement_domains") == 0
+                recorded = await tool(
+                    client,
+                    "confer_record_measurement",
+                    {
+                        "context": "deploy",
+                        "outcome": "partially_resolved",
+                        "ai_contribution": "three options",
+                        "human_contribution": "picked the second",
+                        "domains": ["core"],
+                        "agent": "claude-code-test",
+                    },
+                )
+                links = await conn.fetchval("SELECT count(*) FROM concept_measurement_domains")
+                assert links == 1
+                searched = await tool(client, "confer_search_concepts", {"query": "deploy"})
+                assert searched["concepts"] == []
+            finally:
+                await conn.close()
+        rows = await _audit_rows(database_url)
+        measurements = [r for r in rows if r["tool_name"] == "confer_record_measurement"]
+        assert [r["success"] for r in measurements] == [False, False, True]
+        assert measurements[2]["target_id"] == recorded["id"]
+        assert measurements[2]["agent"] == "claude-code-test"
+        assert agent_id(alice)
