@@ -6,8 +6,10 @@ Weight schedule (documented in docs/agents.md, "Concept memory"):
   :data:`USE_INCREMENT` (1.0), capped at :data:`MAX_WEIGHT` (10.0); a dormant concept seen
   again becomes active (an archived one stays archived until promoted).
 - **Disuse**: the weight halves every :data:`HALF_LIFE` (30 days) without use:
-  ``w(t) = w(t0) * 0.5 ** ((t - t0) / HALF_LIFE)``. The decay worker applies it once a day
-  (exponential decay composes, so the run frequency does not change the weights). A concept
+  ``w(t) = w(t0) * 0.5 ** ((t - t0) / HALF_LIFE)``. Each use applies it to that concept first;
+  :func:`gateway.store.concepts.update_decay` applies it to every concept (exponential decay
+  composes, so how often it runs does not change the weights; no background loop calls it yet).
+  A concept
   whose weight falls below :data:`DORMANT_BELOW` (0.5) turns dormant; a dormant one below
   :data:`ARCHIVE_BELOW` (0.1) is archived. ``peak_weight`` keeps the highest weight reached.
 

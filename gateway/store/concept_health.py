@@ -11,8 +11,8 @@ async def list_fractures(
     conn: asyncpg.Connection, *, agent_id: str, project: str | None
 ) -> list[dict[str, Any]]:
     """Dormant or archived concepts that active concepts ``depends_on``: concept (its name),
-    status, weight, peak_weight and ``dependents`` ``[{name, weight, occurrence_count}]``. With ``project``,
-    only fractures where the weakened concept or a dependent belongs to it."""
+    status, weight, peak_weight and ``dependents`` ``[{name, weight, occurrence_count}]``.
+    With ``project``, only fractures where the weakened concept or a dependent belongs to it."""
     rows = await conn.fetch(
         """SELECT t.name AS concept, t.status, t.weight, t.peak_weight,
                   jsonb_agg(jsonb_build_object('name', s.name, 'weight', s.weight,
