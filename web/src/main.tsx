@@ -81,7 +81,7 @@ function ConnectionBadge() {
 function preview(m: Message | undefined): string {
   if (!m) return "No messages yet";
   if (m.deleted) return "Message deleted";
-  if (m.content_type === "file") return `📎 ${m.content_json?.filename ?? "file"}`;
+  if (m.content_type === "file") return `File: ${m.content_json?.filename ?? "file"}`;
   if (m.content_type === "permission_request") return "Permission request";
   return (m.content ?? m.content_type).slice(0, 80);
 }
@@ -391,7 +391,7 @@ function Chat({ id }: { id: string }) {
           {error && <p role="alert" class="error">{error}</p>}
           <div class="row">
             <label class="file-pick">
-              <span class="sr-only">Attach a file</span>📎
+              <span aria-hidden="true">Attach</span>
               <input type="file" onChange={upload} aria-label="Attach a file" />
             </label>
             <textarea ref={input} aria-label="Message" placeholder="Message" rows={1} value={text}
@@ -467,11 +467,11 @@ function AgentSettings() {
       <form onSubmit={save}>
         <label>Name <input name="name" defaultValue={agent.name} required /></label>
         <label>Description <textarea name="description" defaultValue={agent.description ?? ""} rows={2} /></label>
-        <label>Style <select name="style" defaultValue={agent.style ?? "friendly"}>
-          {["formal", "friendly", "technical", "casual"].map((x) => <option value={x}>{x}</option>)}
+        <label>Style <select name="style">
+          {["formal", "friendly", "technical", "casual"].map((x) => <option value={x} selected={x === (agent.style ?? "friendly")}>{x}</option>)}
         </select></label>
-        <label>Model provider <select name="provider" defaultValue={brain.provider}>
-          {providers.map((p) => <option value={p.id}>{p.name ?? p.display_name ?? p.id}</option>)}
+        <label>Model provider <select name="provider">
+          {providers.map((p) => <option value={p.id} selected={p.id === brain.provider}>{p.name ?? p.display_name ?? p.id}</option>)}
         </select></label>
         <label>Model <input name="model" defaultValue={brain.model ?? ""} required /></label>
         <label class="check"><input type="checkbox" name="is_public" defaultChecked={agent.is_public} /> Public (others may address it)</label>
