@@ -22,31 +22,43 @@ _NOT_BUILT = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <code>cd web &amp;&amp; npm ci &amp;&amp; npm run build</code> (<code>make run</code> does it when
 Node.js is present). The API reference is at <a href="/docs">/docs</a>.</p></body></html>"""
 
+# The docs pages may load nothing from another origin: ReDoc's bundle links its logo from
+# cdn.redoc.ly, which this policy stops in the browser before any request leaves.
+_LOCAL_ONLY = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline';"
+    " style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:;"
+    " connect-src 'self'; font-src 'self' data:"
+}
+
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/docs")
 async def swagger_ui() -> HTMLResponse:
     """Swagger UI with its script and style from ``/static/swagger/`` (no CDN)."""
-    return get_swagger_ui_html(
+    page = get_swagger_ui_html(
         openapi_url="/openapi.json",
         title="Confer — API reference",
         swagger_js_url="/static/swagger/swagger-ui-bundle.js",
         swagger_css_url="/static/swagger/swagger-ui.css",
         swagger_favicon_url="/static/favicon.svg",
     )
+    page.headers.update(_LOCAL_ONLY)
+    return page
 
 
 @router.get("/redoc")
 async def redoc() -> HTMLResponse:
     """ReDoc from ``/static/redoc/`` (no CDN, no web fonts from Google)."""
-    return get_redoc_html(
+    page = get_redoc_html(
         openapi_url="/openapi.json",
         title="Confer — API reference",
         redoc_js_url="/static/redoc/redoc.standalone.js",
         redoc_favicon_url="/static/favicon.svg",
         with_google_fonts=False,
     )
+    page.headers.update(_LOCAL_ONLY)
+    return page
 
 
 @router.get("/")

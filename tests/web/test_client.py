@@ -190,7 +190,7 @@ async def test_two_people_chat_across_instances_in_chromium(make_database) -> No
         b_stack = contextlib.AsyncExitStack()
         await b_stack.enter_async_context(restarted(b_port, b_db))
         stack.push_async_callback(b_stack.aclose)
-        await expect(bob.locator("[data-state=online]")).to_have_count(1)
+        await expect(bob.locator("[data-state=online]")).to_have_count(1, timeout=2 * TIMEOUT)
         await expect(message(bob, "Sent while B was down")).to_have_count(1)
         await send(bob, "Back after the restart")
         await expect(message(alice, "Back after the restart")).to_have_count(1)
@@ -233,5 +233,7 @@ async def test_docs_render_with_no_network(database_url: str) -> None:
         await page.goto(base_url + "/redoc")
         await expect(page.locator("h1", has_text="Confer").first).to_be_visible(timeout=TIMEOUT)
         await page.goto(base_url + "/")
-        await expect(page.get_by_role("button", name="Log in")).to_be_visible()
+        await expect(page.get_by_role("button", name="Log in", exact=True)).to_be_visible(
+            timeout=TIMEOUT
+        )
         assert outside == [], outside

@@ -102,7 +102,7 @@ export class Socket {
       if (this.stopped) return;
       // A refused handshake (expired token) shows as 1006 before ready; 4001 after.
       if (ev.code === 4001 || !readied) await this.refresh();
-      const delay = Math.min(30_000, 500 * 2 ** this.attempts++) * (0.75 + Math.random() / 2);
+      const delay = Math.min(10_000, 500 * 2 ** this.attempts++) * (0.75 + Math.random() / 2);
       this.timer = window.setTimeout(() => void this.connect(), delay);
     };
   }
