@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import httpx
 import redis.asyncio as redis
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from did.outbound import OutboundPolicy
 from did.resolver import DIDResolver
@@ -49,6 +50,7 @@ from gateway.routes import (
     project_memory,
     threads,
     translations,
+    web,
 )
 from gateway.services.accounts import Accounts
 from gateway.services.context import build_context_services
@@ -187,6 +189,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # Served by gateway.routes.web from local assets instead of a CDN.
+        docs_url=None,
+        redoc_url=None,
         openapi_tags=[
             {"name": "accounts", "description": "Register, log in, sessions, profile, keys."},
             {"name": "agents", "description": "Your own agents and the provider catalog."},
@@ -205,6 +210,16 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         # Uploads may be larger: the multipart envelope gets 64 KiB on top of the file cap.
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
     )
+    if settings.cors_origins:
+        # Bearer tokens, not cookies: no credentials mode, so "*" is safe to allow.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["Retry-After", "Location"],
+            max_age=600,
+        )
     for module in (
         auth,
         me,
@@ -234,4 +249,5 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     for module in (api_keys, cards, contacts, permissions, translations):
         app.include_router(module.router)
+    web.install_web(app)
     return app

@@ -238,6 +238,11 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Browser origins allowed on /v1/ws besides public_url's ('*' = any).",
     )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins allowed to call the REST API from a browser (CORS); a JSON list,"
+        ' e.g. ["https://app.example"]; ["*"] = any. Default none.',
+    )
     typing_interval_seconds: float = Field(
         default=3.0, description="At most one typing event per user and conversation per this."
     )

@@ -1,0 +1,533 @@
+import { render } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import hljs from "highlight.js/lib/common";
+import { ApiError } from "./api";
+import { Conversation, Message, Store } from "./store";
+
+const store = new Store();
+
+function useStore() {
+  const [, tick] = useState(0);
+  useEffect(() => store.subscribe(() => tick((n) => n + 1)), []);
+  return store;
+}
+
+function useRoute(): string {
+  const [hash, setHash] = useState(location.hash);
+  useEffect(() => {
+    const on = () => setHash(location.hash);
+    addEventListener("hashchange", on);
+    return () => removeEventListener("hashchange", on);
+  }, []);
+  return hash.replace(/^#/, "") || "/";
+}
+
+const go = (path: string) => (location.hash = path);
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function Auth() {
+  const [mode, setMode] = useState<"login" | "register">("login");
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  async function submit(ev: Event) {
+    ev.preventDefault();
+    const form = new FormData(ev.target as HTMLFormElement);
+    const username = String(form.get("username")), password = String(form.get("password"));
+    setBusy(true);
+    setError("");
+    try {
+      if (mode === "register") await store.api.register(username, password, String(form.get("display_name") || "") || undefined);
+      else await store.api.login(username, password);
+      await store.start();
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  }
+  return (
+    <main class="auth">
+      <h1>Confer</h1>
+      <form onSubmit={submit} aria-label={mode === "login" ? "Log in" : "Create an account"}>
+        <label>
+          Username <input name="username" autocomplete="username" required autoFocus />
+        </label>
+        {mode === "register" && (
+          <label>
+            Display name <input name="display_name" autocomplete="name" />
+          </label>
+        )}
+        <label>
+          Password{" "}
+          <input name="password" type="password" required minLength={8}
+            autocomplete={mode === "login" ? "current-password" : "new-password"} />
+        </label>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit" disabled={busy}>{mode === "login" ? "Log in" : "Create account"}</button>
+      </form>
+      <button class="link" onClick={() => setMode(mode === "login" ? "register" : "login")}>
+        {mode === "login" ? "No account? Create one" : "Have an account? Log in"}
+      </button>
+    </main>
+  );
+}
+
+function ConnectionBadge() {
+  const s = useStore();
+  const label = { online: "Connected", connecting: "Connecting…", offline: "Offline — reconnecting" }[s.connection];
+  return <span class={`conn conn-${s.connection}`} role="status" aria-live="polite" data-state={s.connection}>{label}</span>;
+}
+
+function preview(m: Message | undefined): string {
+  if (!m) return "No messages yet";
+  if (m.deleted) return "Message deleted";
+  if (m.content_type === "file") return `File: ${m.content_json?.filename ?? "file"}`;
+  if (m.content_type === "permission_request") return "Permission request";
+  return (m.content ?? m.content_type).slice(0, 80);
+}
+
+function ConversationList() {
+  const s = useStore();
+  const items = [...s.conversations.values()].sort((a, b) =>
+    (s.last.get(b.id)?.id ?? b.updated_at) > (s.last.get(a.id)?.id ?? a.updated_at) ? 1 : -1);
+  return (
+    <nav class="list" aria-label="Conversations">
+      <div class="list-actions">
+        <button onClick={() => go("/new")}>New chat</button>
+        <button onClick={() => go("/group")}>New group</button>
+      </div>
+      {items.length === 0 && <p class="muted">No conversations yet. Start one with “New chat”.</p>}
+      <ul>
+        {items.map((c) => {
+          const unread = c.membership?.unread ?? 0;
+          return (
+            <li key={c.id}>
+              <a href={`#/c/${c.id}`} class={s.openId === c.id ? "active conv" : "conv"} data-testid="conversation"
+                aria-label={`${s.title(c)}${unread ? `, ${unread} unread` : ""}`}>
+                <span class="conv-title">{s.title(c)}{c.archived_at ? " (archived)" : ""}</span>
+                {unread > 0 && <span class="badge" data-testid="unread">{unread}</span>}
+                <span class="conv-last">{preview(s.last.get(c.id))}</span>
+              </a>
+            </li>
+          );
+        })}
+      </ul>
+    </nav>
+  );
+}
+
+function NewChat() {
+  const [error, setError] = useState("");
+  async function submit(ev: Event) {
+    ev.preventDefault();
+    const target = String(new FormData(ev.target as HTMLFormElement).get("target"));
+    try {
+      go(`/c/${await store.openDirect(target)}`);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  return (
+    <section class="panel">
+      <h2>New chat</h2>
+      <form onSubmit={submit}>
+        <label>
+          Username or DID
+          <input name="target" required autoFocus placeholder="bob or did:web:other.example:users:bob" />
+        </label>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit">Open</button>
+      </form>
+      <p class="muted">Your DID: <code data-testid="my-did">{store.me?.did}</code></p>
+    </section>
+  );
+}
+
+function NewGroup() {
+  const [error, setError] = useState("");
+  async function submit(ev: Event) {
+    ev.preventDefault();
+    const form = new FormData(ev.target as HTMLFormElement);
+    const members = String(form.get("members")).split(/[\s,]+/).filter(Boolean);
+    try {
+      go(`/c/${await store.createGroup(String(form.get("name")), members)}`);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  return (
+    <section class="panel">
+      <h2>New group</h2>
+      <form onSubmit={submit}>
+        <label>Name <input name="name" required autoFocus /></label>
+        <label>Members (usernames or DIDs, separated by spaces or commas)
+          <textarea name="members" rows={3} />
+        </label>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit">Create group</button>
+      </form>
+    </section>
+  );
+}
+
+function Code({ source, language }: { source: string; language?: string }) {
+  const html = language && hljs.getLanguage(language)
+    ? hljs.highlight(source, { language }).value
+    : hljs.highlightAuto(source).value;
+  return <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{ __html: html }} /></pre>;
+}
+
+async function download(id: string, filename: string) {
+  const blob: Blob = await store.api.call("GET", `/v1/attachments/${id}`);
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = filename;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+function PermissionCard({ m }: { m: Message }) {
+  const j = m.content_json ?? {};
+  const [scope, setScope] = useState("peer_action");
+  const [done, setDone] = useState("");
+  async function decide(decision: string) {
+    try {
+      await store.api.call("POST", `/v1/permissions/${j.permission_id}/decision`, {
+        decision, scope: decision === "allow_always" ? scope : undefined,
+      });
+      setDone(decision);
+    } catch (err) {
+      setDone(`failed: ${errorText(err)}`);
+    }
+  }
+  return (
+    <div class="permission" role="group" aria-label="Permission request">
+      <p><strong>Permission request</strong> ({j.level}): {j.action}</p>
+      {m.content && <p>{m.content}</p>}
+      {j.scope && <pre class="json">{JSON.stringify(j.scope, null, 2)}</pre>}
+      {done ? <p role="status">Decision: {done}</p> : j.permission_id && (
+        <div class="row">
+          <button onClick={() => decide("allow_once")}>Approve once</button>
+          <button onClick={() => decide("allow_always")}>Approve always</button>
+          <label>for <select value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
+            <option value="peer_action">this action of this peer</option>
+            <option value="peer">everything from this peer</option>
+            <option value="global">this action, any peer</option>
+          </select></label>
+          <button class="danger" onClick={() => decide("deny")}>Deny</button>
+        </div>
+      )}
+    </div>
+  );
+}
+
+function Body({ m }: { m: Message }) {
+  if (m.deleted) return <p class="muted"><em>This message was deleted.</em></p>;
+  const j = m.content_json;
+  switch (m.content_type) {
+    case "code":
+      return <Code source={m.content ?? ""} language={j?.language} />;
+    case "file":
+      return (
+        <p>{m.content && <span>{m.content} </span>}
+          <button class="file" onClick={() => download(j.attachment_id, j.filename)}>
+            Download {j.filename}{j.size_bytes ? ` (${Math.ceil(j.size_bytes / 1024)} KiB)` : ""}
+          </button>
+        </p>
+      );
+    case "permission_request":
+      return <PermissionCard m={m} />;
+    case "tool_call":
+      return <div><strong>Tool call</strong> <code>{j?.name}</code><pre class="json">{JSON.stringify(j?.arguments, null, 2)}</pre></div>;
+    case "tool_result":
+      return <div><strong>{j?.is_error ? "Tool error" : "Tool result"}</strong><pre class="json">{JSON.stringify(j?.result, null, 2)}</pre></div>;
+    default:
+      return (
+        <div>
+          <p class="text">{m.content}</p>
+          {m.citations?.length ? (
+            <ol class="citations" aria-label="Sources">
+              {m.citations.map((c) => (
+                <li>{c.url ? <a href={c.url} rel="noreferrer noopener" target="_blank">{c.source}</a> : c.source}
+                  {" "}<span class={`trust trust-${c.trust_level}`}>{c.trust_level}</span>
+                  {c.passage && <q>{c.passage}</q>}</li>
+              ))}
+            </ol>
+          ) : null}
+        </div>
+      );
+  }
+}
+
+function Chat({ id }: { id: string }) {
+  const s = useStore();
+  const conv = s.conversations.get(id);
+  const list = s.messages.get(id) ?? [];
+  const pending = s.pending.filter((p) => p.conversation_id === id);
+  const streams = [...s.streams.values()].filter((x) => x.conversation_id === id);
+  const [replyTo, setReplyTo] = useState<Message | null>(null);
+  const [editing, setEditing] = useState<Message | null>(null);
+  const [text, setText] = useState("");
+  const [error, setError] = useState("");
+  const bottom = useRef<HTMLDivElement>(null);
+  const input = useRef<HTMLTextAreaElement>(null);
+  const lastTyping = useRef(0);
+  useEffect(() => void s.open(id), [id]);
+  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [list.length, pending.length, streams.map((x) => x.text).join()]);
+  if (!conv) return <section class="chat"><p>Loading…</p></section>;
+  const byId = new Map(list.map((m) => [m.id, m]));
+  const typing = s.typing.get(id);
+
+  async function submit(ev?: Event) {
+    ev?.preventDefault();
+    const content = text.trim();
+    if (!content) return;
+    setError("");
+    try {
+      if (editing) {
+        await s.edit(editing, content);
+        setEditing(null);
+      } else {
+        const body: Record<string, unknown> = { content_type: "text", content };
+        if (replyTo) body.in_reply_to = replyTo.id;
+        setReplyTo(null);
+        setText("");
+        await s.send(id, body);
+        return;
+      }
+      setText("");
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  async function upload(ev: Event) {
+    const el = ev.target as HTMLInputElement;
+    const file = el.files?.[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file);
+    try {
+      const a = await s.api.call("POST", "/v1/attachments", form);
+      await s.send(id, { content_type: "file", content_json: {
+        attachment_id: a.id, filename: a.filename ?? file.name, mime_type: file.type || undefined, size_bytes: file.size } });
+    } catch (err) {
+      setError(errorText(err));
+    }
+    el.value = "";
+  }
+  function onKey(ev: KeyboardEvent) {
+    if (ev.key === "Enter" && !ev.shiftKey) {
+      ev.preventDefault();
+      void submit();
+    } else if (ev.key === "Escape") {
+      setEditing(null);
+      setReplyTo(null);
+      setText("");
+    } else if (Date.now() - lastTyping.current > 3000) {
+      lastTyping.current = Date.now();
+      s.socket?.typing(id);
+    }
+  }
+  return (
+    <section class="chat" aria-label={`Conversation with ${s.title(conv)}`}>
+      <header class="chat-head">
+        <a href="#/" class="back" aria-label="Back to conversations">←</a>
+        <h2>{s.title(conv)}</h2>
+        <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : conv.participants.find((p) => p.did !== s.me.did)?.did}</span>
+        {conv.type === "group" && <a href={`#/c/${id}/members`}>Members</a>}
+      </header>
+      <ol class="messages" aria-label="Messages" aria-live="polite">
+        {list.map((m) => {
+          const mine = s.isMine(m);
+          const parent = m.in_reply_to ? byId.get(m.in_reply_to) : undefined;
+          if (m.content_type === "system_notice")
+            return <li key={m.id} class="notice" data-testid="message">{m.content}</li>;
+          return (
+            <li key={m.id} class={mine ? "msg mine" : "msg"} data-testid="message" data-id={m.id}>
+              <div class="meta">
+                <span class="who">{mine ? "You" : s.nameOf(m.sender_did, conv)}</span>
+                <time dateTime={m.created_at}>{new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</time>
+                {m.edited && !m.deleted && <span class="muted"> (edited)</span>}
+              </div>
+              {m.in_reply_to && <blockquote class="reply-to">↪ {parent ? preview(parent) : "an earlier message"}</blockquote>}
+              <Body m={m} />
+              {!m.deleted && (
+                <div class="actions">
+                  <button onClick={() => { setReplyTo(m); input.current?.focus(); }} aria-label="Reply">Reply</button>
+                  {mine && m.content_type === "text" && (
+                    <button aria-label="Edit" onClick={() => { setEditing(m); setText(m.content ?? ""); input.current?.focus(); }}>Edit</button>
+                  )}
+                  {mine && <button aria-label="Delete" class="danger" onClick={() => confirm("Delete this message?") && s.remove(m)}>Delete</button>}
+                </div>
+              )}
+            </li>
+          );
+        })}
+        {pending.map((p) => (
+          <li key={p.key} class="msg mine pending" data-testid="pending">
+            <div class="meta"><span class="who">You</span> <span class="muted">{p.failed ? `not sent: ${p.failed}` : "sending…"}</span></div>
+            <p class="text">{String(p.body.content ?? (p.body.content_json as any)?.filename ?? "")}</p>
+            {p.failed && <button onClick={() => s.discard(p.key)}>Discard</button>}
+          </li>
+        ))}
+        {streams.map((x) => (
+          <li class="msg streaming" data-testid="streaming" aria-busy="true">
+            <div class="meta"><span class="who">Agent</span> <span class="muted">answering…</span></div>
+            <p class="text">{x.text}</p>
+          </li>
+        ))}
+      </ol>
+      <div ref={bottom} />
+      {typing && typing.until > Date.now() && <p class="typing muted" aria-live="polite">{typing.name} is typing…</p>}
+      {conv.archived_at ? <p class="muted">This conversation is archived.</p> : (
+        <form class="composer" onSubmit={submit}>
+          {(replyTo || editing) && (
+            <p class="composing">
+              {editing ? "Editing your message" : `Replying to: ${preview(replyTo!)}`}{" "}
+              <button type="button" onClick={() => { setReplyTo(null); setEditing(null); setText(""); }}>Cancel</button>
+            </p>
+          )}
+          {error && <p role="alert" class="error">{error}</p>}
+          <div class="row">
+            <label class="file-pick">
+              <span aria-hidden="true">Attach</span>
+              <input type="file" onChange={upload} aria-label="Attach a file" />
+            </label>
+            <textarea ref={input} aria-label="Message" placeholder="Message" rows={1} value={text}
+              onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} onKeyDown={onKey} />
+            <button type="submit">{editing ? "Save" : "Send"}</button>
+          </div>
+        </form>
+      )}
+    </section>
+  );
+}
+
+function Members({ id }: { id: string }) {
+  const s = useStore();
+  const conv = s.conversations.get(id);
+  const [error, setError] = useState("");
+  if (!conv) return null;
+  async function add(ev: Event) {
+    ev.preventDefault();
+    const form = ev.target as HTMLFormElement;
+    const target = String(new FormData(form).get("member"));
+    try {
+      await s.api.call("POST", `/v1/conversations/${id}/participants`, { did: s.didFor(target), role: "member" });
+      await s.refreshConversation(id);
+      form.reset();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  return (
+    <section class="panel">
+      <h2>Members of {s.title(conv)}</h2>
+      <ul>{conv.participants.map((p) => <li>{p.name || s.nameOf(p.did)} <span class="muted">{p.role} · {p.participant_type}</span></li>)}</ul>
+      <form onSubmit={add}>
+        <label>Add a member (username or DID) <input name="member" required /></label>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit">Add</button>
+      </form>
+      <p><a href={`#/c/${id}`}>Back to the conversation</a></p>
+    </section>
+  );
+}
+
+function AgentSettings() {
+  const [agent, setAgent] = useState<any>(null);
+  const [providers, setProviders] = useState<any[]>([]);
+  const [status, setStatus] = useState("");
+  useEffect(() => {
+    void store.api.call("GET", "/v1/agents/me").then(setAgent);
+    void store.api.call("GET", "/v1/providers").then((p) => setProviders(p.items ?? p));
+  }, []);
+  if (!agent) return <section class="panel"><p>Loading…</p></section>;
+  const brain = agent.model_config?.brain ?? {};
+  async function save(ev: Event) {
+    ev.preventDefault();
+    const f = new FormData(ev.target as HTMLFormElement);
+    try {
+      const body: any = {
+        name: f.get("name"), description: f.get("description") || null, style: f.get("style"),
+        is_public: f.get("is_public") === "on",
+        model_config: { brain: { provider: f.get("provider"), model: f.get("model") } },
+      };
+      setAgent(await store.api.call("PATCH", "/v1/agents/me", body));
+      setStatus("Saved.");
+    } catch (err) {
+      setStatus(errorText(err));
+    }
+  }
+  return (
+    <section class="panel">
+      <h2>My agent</h2>
+      <p class="muted">DID: <code>{agent.did}</code></p>
+      <form onSubmit={save}>
+        <label>Name <input name="name" defaultValue={agent.name} required /></label>
+        <label>Description <textarea name="description" defaultValue={agent.description ?? ""} rows={2} /></label>
+        <label>Style <select name="style">
+          {["formal", "friendly", "technical", "casual"].map((x) => <option value={x} selected={x === (agent.style ?? "friendly")}>{x}</option>)}
+        </select></label>
+        <label>Model provider <select name="provider">
+          {providers.map((p) => <option value={p.id} selected={p.id === brain.provider}>{p.name ?? p.display_name ?? p.id}</option>)}
+        </select></label>
+        <label>Model <input name="model" defaultValue={brain.model ?? ""} required /></label>
+        <label class="check"><input type="checkbox" name="is_public" defaultChecked={agent.is_public} /> Public (others may address it)</label>
+        <button type="submit">Save</button>
+        {status && <p role="status">{status}</p>}
+      </form>
+    </section>
+  );
+}
+
+function Sessions() {
+  const [items, setItems] = useState<any[]>([]);
+  const load = () => store.api.call("GET", "/v1/me/sessions").then((x) => setItems(x.items ?? x));
+  useEffect(() => void load(), []);
+  return (
+    <section class="panel">
+      <h2>My sessions</h2>
+      <ul>{items.map((x) => (
+        <li>{x.device_id} {x.platform && `(${x.platform})`} {x.current ? <strong>this device</strong> :
+          <button onClick={() => store.api.call("DELETE", `/v1/me/sessions/${x.id}`).then(load)}>Revoke</button>}</li>
+      ))}</ul>
+      <button onClick={() => store.logout()}>Log out</button>
+    </section>
+  );
+}
+
+function App() {
+  const s = useStore();
+  const route = useRoute();
+  if (!s.me) return <Auth />;
+  const chat = route.match(/^\/c\/([^/]+)(\/members)?$/);
+  let main;
+  if (chat && chat[2]) main = <Members id={chat[1]} />;
+  else if (chat) main = <Chat id={chat[1]} key={chat[1]} />;
+  else if (route === "/new") main = <NewChat />;
+  else if (route === "/group") main = <NewGroup />;
+  else if (route === "/agent") main = <AgentSettings />;
+  else if (route === "/sessions") main = <Sessions />;
+  if (!chat && s.openId) void s.open(null);
+  return (
+    <div class={main ? "shell has-main" : "shell"}>
+      <header class="top">
+        <a href="#/" class="brand">Confer</a>
+        <ConnectionBadge />
+        <nav aria-label="Account">
+          <a href="#/agent">Agent</a> <a href="#/sessions">Sessions</a>{" "}
+          <button class="link" onClick={() => s.logout()}>Log out {s.me.username}</button>
+        </nav>
+      </header>
+      <ConversationList />
+      <main class="main">{main ?? <p class="muted placeholder">Pick a conversation.</p>}</main>
+    </div>
+  );
+}
+
+render(<App />, document.getElementById("app")!);
+if (store.api.tokens) store.start().catch((err) => {
+  if (!(err instanceof ApiError)) console.error(err);
+});
