@@ -114,6 +114,31 @@ def _garbage(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
     }
 
 
+def _long_nonce(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # signature_nonces.nonce is VARCHAR(128)
+    return body, peer.signed_headers(url, body, nonce="n" * 129)
+
+
+def _long_keyid(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # signature_nonces.keyid is VARCHAR(512)
+    return body, peer.signed_headers(url, body, keyid=f"{peer.did}#{'k' * 600}")
+
+
+def _long_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # peer_agents.did is VARCHAR(255)
+    return body, peer.signed_headers(url, body, keyid=f"{peer.did}:{'u' * 300}#key-1")
+
+
+def _far_expires(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # beyond datetime's range: the nonce horizon cannot even be computed
+    return body, peer.signed_headers(url, body, expires=999_999_999_999_999)
+
+
+def _year_later_expires(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # representable, but a nonce kept for a year per request is a flood
+    return body, peer.signed_headers(url, body, expires=int(time.time()) + 365 * 86400)
+
+
 def _unresolvable_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
     body = peer.rpc()
     return body, peer.signed_headers(url, body, keyid="did:web:localhost%3A1:users:x#key-1")
@@ -133,6 +158,11 @@ def _unresolvable_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
         (_unsigned, "signature_missing"),
         (_garbage, "signature_malformed"),
         (_unresolvable_did, "did_unresolvable"),
+        (_long_nonce, "signature_malformed"),
+        (_long_keyid, "signature_malformed"),
+        (_long_did, "did_invalid"),
+        (_far_expires, "signature_expired"),
+        (_year_later_expires, "signature_expired"),
     ],
 )
 async def test_attacks_are_401_with_a_precise_code(setup, attack, code: str) -> None:
@@ -273,3 +303,22 @@ async def test_failed_did_lookups_are_cached_briefly(setup) -> None:
         b.state.clock.offset = 0
     assert response.status_code == 200, response.text
     assert peer.fetches == 2
+
+
+async def test_an_overlong_etag_is_refused_and_the_failure_cached(setup) -> None:
+    b, _, peer = setup
+    peer.headers = {"ETag": '"' + "e" * 300 + '"'}  # peer_agents.etag is VARCHAR(255)
+    for _ in range(3):
+        body = peer.rpc()
+        response = await b.client.post(
+            "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+        )
+        assert response.status_code == 401, response.text
+        assert response.json()["code"] == "did_unresolvable"
+    assert peer.fetches == 1  # negative caching: the attacker's document is fetched once
+    assert (
+        await count(
+            b, "SELECT count(*) FROM audit_log WHERE action = 'federation.inbound.rejected'"
+        )
+        == 3
+    )
