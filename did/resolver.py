@@ -217,7 +217,7 @@ def parse_json_object(body: bytes, url: str, *, max_depth: int = MAX_JSON_DEPTH)
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DIDResolutionError(f"{url}: body is not UTF-8") from exc
-    if _nesting_exceeds(text, max_depth):
+    if json_nesting_exceeds(text, max_depth):
         raise DIDResolutionError(f"{url}: JSON nested deeper than {max_depth}")
     try:
         value = json.loads(text, object_pairs_hook=_unique_members, parse_constant=_no_constant)
@@ -255,8 +255,12 @@ def _check_representation(response: httpx.Response, url: str) -> None:
         raise DIDResolutionError(f"{url}: content coding {encoding!r} refused (asked identity)")
 
 
-def _nesting_exceeds(text: str, limit: int) -> bool:
-    """True if arrays/objects nest deeper than ``limit`` (checked before json.loads recurses)."""
+def json_nesting_exceeds(text: str, limit: int) -> bool:
+    """True if the JSON arrays/objects in ``text`` nest deeper than ``limit``.
+
+    A linear scan without recursion, for use before ``json.loads``: the standard parser
+    recurses once per level and raises RecursionError on a body of a few thousand ``[``.
+    ``text`` need not be valid JSON (brackets inside strings are skipped)."""
     depth = 0
     in_string = escaped = False
     for ch in text:

@@ -244,6 +244,7 @@ async def test_rotated_key_is_refetched_once_and_the_old_key_stops(setup) -> Non
     ("body", "status", "rpc_code"),
     [
         (b"not json", 400, -32700),
+        (b"[" * 100_000 + b"]" * 100_000, 400, -32700),  # deeper than any parser's stack
         (b'{"jsonrpc": "2.0"}', 400, -32600),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "Nope", "params": {}}', 200, -32601),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}', 200, -32602),
