@@ -80,7 +80,7 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
 async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
     params = _params(SendMessageParams, raw)
     text = message_text(params.message, ctx.state.settings.max_message_chars)
-    federation.check_sender(ctx.caller, params)
+    await federation.check_sender(ctx.caller, params, pool=ctx.state.pool, ip=ctx.ip)
     recipient = await _recipient(ctx, params)
     state = ctx.state
     task, created = await federation.receive_message(
@@ -107,7 +107,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         text = ""
         if change[0] == "edit":
             text = message_text(params.message, ctx.state.settings.max_message_chars)
-        federation.check_sender(ctx.caller, params)
+        await federation.check_sender(ctx.caller, params, pool=ctx.state.pool, ip=ctx.ip)
         recipient = await _recipient(ctx, params)
         state = ctx.state
         return await federated_changes.apply_change(

@@ -203,15 +203,23 @@ async def test_the_host_header_cannot_change_the_signed_authority(setup) -> None
     assert response.json()["code"] == "signature_invalid"
 
 
-async def test_claiming_another_sender_is_refused(setup) -> None:
+@pytest.mark.parametrize("change", [{}, {"delete": {"messageId": "m-1"}}])
+async def test_claiming_another_sender_is_refused_and_audited(setup, change) -> None:
     b, _, peer = setup
-    body = peer.rpc(sender=f"{b.did}:users:bob")
+    body = peer.rpc(sender=f"{b.did}:users:bob", **change)
     response = await b.client.post(
         "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
     )
     assert response.status_code == 401
     assert response.json()["code"] == "signature_sender_mismatch"
     assert await count(b, "SELECT count(*) FROM messages") == 0
+    async with b.state.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT details_json FROM audit_log WHERE action = 'federation.inbound.rejected'"
+        )
+    assert [r["details_json"]["code"] for r in rows] == ["signature_sender_mismatch"]
+    assert rows[0]["details_json"]["claimed"] == f"{b.did}:users:bob"
+    assert rows[0]["details_json"]["keyid"] == peer.keyid
 
 
 async def test_rotated_key_is_refetched_once_and_the_old_key_stops(setup) -> None:
