@@ -156,6 +156,10 @@ class TaskNotCancelableError(JSONRPCError):
     code, reason = -32002, "TASK_NOT_CANCELABLE"
 
 
+class PushNotificationNotSupportedError(JSONRPCError):
+    code, reason = -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED"
+
+
 class UnsupportedOperationError(JSONRPCError):
     code, reason = -32004, "UNSUPPORTED_OPERATION"
 
