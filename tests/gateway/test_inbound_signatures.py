@@ -331,3 +331,23 @@ async def test_an_overlong_etag_is_refused_and_the_failure_cached(setup) -> None
         )
         == 3
     )
+
+
+async def test_401s_name_the_schemes_the_endpoint_accepts(setup) -> None:
+    """RFC 9110 §11.6.1: a 401 carries WWW-Authenticate; an A2A endpoint takes a signature
+    (RFC 9421, asked for with Accept-Signature, §5.1) or an API key (Bearer)."""
+    b, _, peer = setup
+    body, headers = _unsigned(peer, endpoint(b))
+    a2a = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert a2a.status_code == 401
+    schemes = [c.split()[0] for c in a2a.headers["www-authenticate"].split(", ")]
+    assert schemes == ["Signature", "Bearer"]
+    assert 'tag="confer-a2a"' in a2a.headers["accept-signature"]
+    assert '"content-digest"' in a2a.headers["accept-signature"]
+    body, headers = _garbage(peer, endpoint(b))
+    garbage = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert garbage.status_code == 401 and "www-authenticate" in garbage.headers
+    rest = await b.client.get("/v1/me")
+    assert rest.status_code == 401
+    assert rest.headers["www-authenticate"].startswith("Bearer")
+    assert "accept-signature" not in rest.headers
