@@ -21,6 +21,7 @@ import http_sf
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from http_sf.types import InnerListType
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from a2a.errors import A2AError
@@ -97,14 +98,11 @@ def problem(
 
 
 REALM = 'realm="confer"'
-ACCEPT_SIGNATURE = http_sf.ser(
-    {
-        "sig1": (
-            [(component, {}) for component in DEFAULT_COMPONENTS],
-            {"created": True, "expires": True, "nonce": True, "alg": ALGORITHM, "tag": CONFER_TAG},
-        )
-    }
+_REQUESTED: InnerListType = (
+    [(component, {}) for component in DEFAULT_COMPONENTS],
+    {"created": True, "expires": True, "nonce": True, "alg": ALGORITHM, "tag": CONFER_TAG},
 )
+ACCEPT_SIGNATURE = http_sf.ser({"sig1": _REQUESTED})
 """The signature an A2A endpoint asks for (RFC 9421 §5.1 ``Accept-Signature``)."""
 
 
