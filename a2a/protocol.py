@@ -14,6 +14,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from did.resolver import json_nesting_exceeds
+
 PROTOCOL_VERSION = "1.0"
 VERSION_HEADER = "A2A-Version"
 JSONRPC_BINDING = "JSONRPC"
@@ -37,6 +39,9 @@ INTERRUPTED_STATES: frozenset[str] = frozenset(
 )
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+MAX_BODY_DEPTH = 64
+"""Deepest nesting of arrays/objects accepted in a JSON-RPC body: the envelope and an A2A
+message take about eight levels, their ``data`` parts and metadata the rest."""
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
@@ -151,6 +156,10 @@ class TaskNotCancelableError(JSONRPCError):
     code, reason = -32002, "TASK_NOT_CANCELABLE"
 
 
+class PushNotificationNotSupportedError(JSONRPCError):
+    code, reason = -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED"
+
+
 class UnsupportedOperationError(JSONRPCError):
     code, reason = -32004, "UNSUPPORTED_OPERATION"
 
@@ -166,10 +175,14 @@ class VersionNotSupportedError(JSONRPCError):
 def parse_call(body: bytes) -> tuple[str | int, str, Any]:
     """``(id, method, params)`` of a JSON-RPC 2.0 request body.
 
-    Raises ParseError (not JSON) or InvalidRequestError (not a JSON-RPC 2.0 call with an id).
+    Raises ParseError (not UTF-8 JSON, or nested deeper than :data:`MAX_BODY_DEPTH`, checked
+    before parsing) or InvalidRequestError (not a JSON-RPC 2.0 call with an id).
     """
     try:
-        payload = json.loads(body)
+        text = body.decode("utf-8")
+        if json_nesting_exceeds(text, MAX_BODY_DEPTH):
+            raise ParseError(f"Parse error: the body is nested deeper than {MAX_BODY_DEPTH}")
+        payload = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ParseError("Parse error: the body is not JSON") from exc
     if (

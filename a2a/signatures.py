@@ -52,6 +52,8 @@ __all__ = [
     "ALGORITHM",
     "CONFER_TAG",
     "DEFAULT_COMPONENTS",
+    "MAX_KEYID_LENGTH",
+    "MAX_NONCE_LENGTH",
     "HeadersLike",
     "SignatureInput",
     "check_signature_params",
@@ -68,6 +70,12 @@ ALGORITHM = "ed25519"
 
 _InnerList: TypeAlias = tuple[list[ItemType], ParamsType]
 _PARAM_TYPES = {"created": int, "expires": int, "keyid": str, "alg": str, "nonce": str, "tag": str}
+MAX_KEYID_LENGTH = 512
+"""Longest ``keyid`` accepted: a DID (did:web caps it at 255) plus a fragment, as a replay
+store keeps it (``signature_nonces.keyid``)."""
+MAX_NONCE_LENGTH = 128
+"""Longest ``nonce`` accepted (ours are 32 hex digits; ``signature_nonces.nonce``)."""
+_MAX_STRING_LENGTHS = {"keyid": MAX_KEYID_LENGTH, "nonce": MAX_NONCE_LENGTH, "alg": 32, "tag": 64}
 
 
 # --------------------------------------------------------------------------- parsing
@@ -160,7 +168,8 @@ def _as_bytes(label: str, member: ItemType | InnerListType) -> bytes:
 
 
 def _checked_params(raw: ParamsType) -> dict[str, int | str]:
-    """Validate signature parameters: known names, right types, ``keyid`` present (§2.3)."""
+    """Validate signature parameters: known names, right types, bounded string lengths,
+    ``keyid`` present (§2.3). The bounds hold before anything stores or looks up a value."""
     params: dict[str, int | str] = {}
     for name, value in raw.items():
         expected = _PARAM_TYPES.get(name)
@@ -168,6 +177,9 @@ def _checked_params(raw: ParamsType) -> dict[str, int | str]:
             raise SignatureMalformedError(f"unknown signature parameter {name!r}")
         if type(value) is not expected or not isinstance(value, int | str):
             raise SignatureMalformedError(f"parameter {name!r} must be {expected.__name__}")
+        limit = _MAX_STRING_LENGTHS.get(name)
+        if limit is not None and isinstance(value, str) and len(value) > limit:
+            raise SignatureMalformedError(f"parameter {name!r} is longer than {limit} characters")
         params[name] = value
     if "keyid" not in params:
         raise SignatureMalformedError("signature parameter 'keyid' is required")
@@ -296,7 +308,9 @@ def check_signature_params(
     """Apply Confer's policy to a parsed signature before any key lookup (RFC 9421 §3.2.1).
 
     Cheap checks only, so a caller may run them before an expensive key resolution.
-    ``now``, ``max_age`` and ``clock_skew`` are in seconds. Raises
+    ``now``, ``max_age`` and ``clock_skew`` are in seconds. A signature may live at most
+    ``max_age`` seconds (``expires - created``): a far-future ``expires`` would oblige the
+    verifier to remember its nonce for as long (RFC 9421 §3.2.1 lets it bound the window). Raises
     ``SignatureComponentsError``, ``SignatureAlgorithmError`` or ``SignatureExpiredError``.
     """
     covered = {_component_key(component) for component in parsed.components}
@@ -318,6 +332,8 @@ def check_signature_params(
         return
     if expires < created or expires < now - clock_skew:
         raise SignatureExpiredError("signature has expired")
+    if expires - created > max_age:
+        raise SignatureExpiredError(f"signature 'expires' is more than {max_age} s after 'created'")
 
 
 def verify_request(

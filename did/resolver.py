@@ -16,6 +16,8 @@ did:web §3.2 Read (Resolve) plus the defences DESIGN.md ("Identity") and protoc
   while streaming, must have a JSON media type, must be UTF-8 JSON nested at most
   ``MAX_JSON_DEPTH`` deep, without duplicate keys or NaN/Infinity, and must be an object.
 - The document is then validated by ``parse_did_document`` (``id`` must equal the DID).
+- An ``ETag`` (kept to revalidate with ``If-None-Match``) is at most ``MAX_ETAG_LENGTH``
+  visible ASCII characters (RFC 9110 §8.8.3); a longer or stranger one fails the resolution.
 
 Every failure is a DIDResolutionError or DIDDocumentError with a precise ``detail``; no httpx
 exception escapes.
@@ -37,6 +39,8 @@ from did.web import did_to_url
 
 ACCEPT = "application/did+json, application/json"
 MAX_JSON_DEPTH = 32
+MAX_ETAG_LENGTH = 255
+"""Longest ``ETag`` kept; the peer cache stores it (``peer_agents.etag VARCHAR(255)``)."""
 _JSON_MEDIA_TYPES = frozenset(
     {"application/json", "application/did+json", "application/did+ld+json"}
 )
@@ -180,13 +184,14 @@ class DIDResolver:
         if status == 304:
             if etag is None:
                 raise DIDResolutionError(f"{url} answered 304 to a request without If-None-Match")
-            return ResolvedDocument(None, response.headers.get("ETag", etag), True, url)
+            return ResolvedDocument(None, _etag(response, url) or etag, True, url)
         if status != 200:
             raise DIDResolutionError(f"{url} answered HTTP {status}")
         _check_representation(response, url)
+        new_etag = _etag(response, url)
         body = await self._read_body(response, url)
         document = parse_did_document(parse_json_object(body, url), expected_did=did)
-        return ResolvedDocument(document, response.headers.get("ETag"), False, url)
+        return ResolvedDocument(document, new_etag, False, url)
 
     async def _read_body(self, response: httpx.Response, url: str) -> bytes:
         """The raw body, refused as soon as it is known to exceed ``max_bytes``."""
@@ -212,7 +217,7 @@ def parse_json_object(body: bytes, url: str, *, max_depth: int = MAX_JSON_DEPTH)
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DIDResolutionError(f"{url}: body is not UTF-8") from exc
-    if _nesting_exceeds(text, max_depth):
+    if json_nesting_exceeds(text, max_depth):
         raise DIDResolutionError(f"{url}: JSON nested deeper than {max_depth}")
     try:
         value = json.loads(text, object_pairs_hook=_unique_members, parse_constant=_no_constant)
@@ -220,6 +225,19 @@ def parse_json_object(body: bytes, url: str, *, max_depth: int = MAX_JSON_DEPTH)
         raise DIDResolutionError(f"{url}: body is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise DIDResolutionError(f"{url}: body is JSON but not an object")
+    return value
+
+
+def _etag(response: httpx.Response, url: str) -> str | None:
+    """The response's ``ETag``, if any, bounded to ``MAX_ETAG_LENGTH`` visible ASCII characters
+    (an entity-tag is ``[W/]"<etagc>*"``, RFC 9110 §8.8.3). Raises DIDResolutionError."""
+    value: str | None = response.headers.get("ETag")
+    if value is None:
+        return None
+    if len(value) > MAX_ETAG_LENGTH:
+        raise DIDResolutionError(f"{url}: ETag longer than {MAX_ETAG_LENGTH} characters")
+    if not all("!" <= ch <= "~" for ch in value):
+        raise DIDResolutionError(f"{url}: ETag {value[:40]!r} has characters outside %x21-7E")
     return value
 
 
@@ -237,8 +255,12 @@ def _check_representation(response: httpx.Response, url: str) -> None:
         raise DIDResolutionError(f"{url}: content coding {encoding!r} refused (asked identity)")
 
 
-def _nesting_exceeds(text: str, limit: int) -> bool:
-    """True if arrays/objects nest deeper than ``limit`` (checked before json.loads recurses)."""
+def json_nesting_exceeds(text: str, limit: int) -> bool:
+    """True if the JSON arrays/objects in ``text`` nest deeper than ``limit``.
+
+    A linear scan without recursion, for use before ``json.loads``: the standard parser
+    recurses once per level and raises RecursionError on a body of a few thousand ``[``.
+    ``text`` need not be valid JSON (brackets inside strings are skipped)."""
     depth = 0
     in_string = escaped = False
     for ch in text:

@@ -17,12 +17,15 @@ import logging
 from typing import Any, NamedTuple
 
 import asyncpg
+import http_sf
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from http_sf.types import InnerListType
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from a2a.errors import A2AError
+from a2a.signatures import ALGORITHM, CONFER_TAG, DEFAULT_COMPONENTS
 from did.errors import DIDError, DIDKeyError
 from gateway import errors as e
 
@@ -94,6 +97,34 @@ def problem(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
 
 
+REALM = 'realm="confer"'
+_REQUESTED: InnerListType = (
+    [(component, {}) for component in DEFAULT_COMPONENTS],
+    {"created": True, "expires": True, "nonce": True, "alg": ALGORITHM, "tag": CONFER_TAG},
+)
+ACCEPT_SIGNATURE = http_sf.ser({"sig1": _REQUESTED})
+"""The signature an A2A endpoint asks for (RFC 9421 §5.1 ``Accept-Signature``)."""
+
+
+def challenge_headers(path: str) -> dict[str, str]:
+    """The ``WWW-Authenticate`` of a 401 at ``path`` (RFC 9110 §11.6.1), naming the schemes
+    the endpoint accepts: an A2A endpoint takes an RFC 9421 signature or an API key (Bearer),
+    and asks for the signature with ``Accept-Signature``; every other endpoint takes a Bearer
+    token."""
+    if path == "/a2a" or path.endswith("/a2a"):
+        return {
+            "WWW-Authenticate": f"Signature {REALM}, Bearer {REALM}",
+            "Accept-Signature": ACCEPT_SIGNATURE,
+        }
+    return {"WWW-Authenticate": f"Bearer {REALM}"}
+
+
+def _unauthorized(response: JSONResponse, path: str) -> JSONResponse:
+    if response.status_code == 401:
+        response.headers.update(challenge_headers(path))
+    return response
+
+
 def problem_for(exc: e.ConferError, instance: str) -> JSONResponse:
     """The problem details response for ``exc`` at path ``instance``, with its headers
     (``Retry-After`` of a :class:`~gateway.errors.RateLimitedError`)."""
@@ -102,7 +133,7 @@ def problem_for(exc: e.ConferError, instance: str) -> JSONResponse:
         log.error("internal error on %s: %s", instance, exc.detail)
     response = problem(status, exc.wire_code, exc.title, exc.detail, instance, **exc.extra)
     response.headers.update(getattr(exc, "headers", None) or {})
-    return response
+    return _unauthorized(response, instance)
 
 
 async def _confer_error(request: Request, exc: Exception) -> JSONResponse:
@@ -112,13 +143,17 @@ async def _confer_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _a2a_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, A2AError)
-    return problem(401, exc.code, "Signature verification failed", exc.detail, request.url.path)
+    path = request.url.path
+    return _unauthorized(
+        problem(401, exc.code, "Signature verification failed", exc.detail, path), path
+    )
 
 
 async def _did_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DIDError)
     status = 401 if isinstance(exc, DIDKeyError) else 422
-    return problem(status, exc.code, "DID could not be used", exc.detail, request.url.path)
+    path = request.url.path
+    return _unauthorized(problem(status, exc.code, "DID could not be used", exc.detail, path), path)
 
 
 def _json_safe(value: Any) -> Any:

@@ -14,7 +14,7 @@ from pydantic.config import JsonDict
 from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, StoredJson, Timestamp, Ulid
 from .messages import Citation, ContentType, Message, Translation
-from .translation import LanguageCode
+from .translation import MessageLanguage
 from .users import UserPreferences
 
 Username = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -292,7 +292,7 @@ class MessageCreate(ConferModel):
     content_json: StoredJson = None
     in_reply_to: Ulid | None = None
     citations: list[Citation] | None = Field(default=None, max_length=100)
-    language: LanguageCode | None = None
+    language: MessageLanguage | None = None
     translation: Translation | None = None
     via: Literal["web", "mobile", "api", "claude-code"] | None = "api"
 

@@ -28,12 +28,24 @@ def canonical_case(tag: str) -> str:
     return "-".join(subtags)
 
 
+LANGUAGE_TAG_PATTERN = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$"
+"""A BCP 47 language tag, simplified: language plus up to two subtags (RFC 5646 §2.1)."""
+
 LanguageCode = Annotated[
     str,
-    StringConstraints(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$", max_length=16),
+    StringConstraints(pattern=LANGUAGE_TAG_PATTERN, max_length=16),
     AfterValidator(canonical_case),
 ]
-"""A BCP 47 language tag such as ``de``, ``pt-BR`` or ``zh-Hant``, in canonical case."""
+"""A BCP 47 language tag such as ``de``, ``pt-BR`` or ``zh-Hant``, in canonical case; at most
+16 characters (``message_translations.target_language``)."""
+
+MessageLanguage = Annotated[
+    str,
+    StringConstraints(pattern=LANGUAGE_TAG_PATTERN, max_length=8),
+    AfterValidator(canonical_case),
+]
+"""A message's BCP 47 language tag, in canonical case; at most 8 characters because the data
+model keeps it in ``messages.language VARCHAR(8)`` (``zh-Hant``, but not ``zh-Hant-TW``)."""
 
 
 class TranslationCreate(ConferModel):

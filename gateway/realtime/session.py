@@ -24,6 +24,7 @@ from typing import Any
 
 from fastapi import WebSocket
 
+from did.resolver import json_nesting_exceeds
 from gateway.realtime.hub import EventHub
 from gateway.realtime.subscriber import Subscriber, control_frame
 
@@ -32,9 +33,26 @@ CLOSE_TOO_SLOW = 4008
 CLOSE_HEARTBEAT_TIMEOUT = 4009
 CLOSE_TIMEOUT = 5.0
 REPLAY_PAGE = 500
+MAX_FRAME_DEPTH = 8
+"""Deepest nesting a client frame may have; the protocol's frames are flat (docs/websocket.md)."""
 
 ClientFrameHandler = Callable[[dict[str, Any]], Awaitable[bool]]
 """Handles a client frame other than ping/pong; returns False for an unsupported one."""
+
+
+def parse_frame(raw: str) -> dict[str, Any] | None:
+    """A client frame as a JSON object, or None when it is not one.
+
+    The nesting depth is checked before parsing: a frame of a few thousand ``[`` would make
+    ``json.loads`` raise RecursionError, and frames arrive before any authentication.
+    """
+    if json_nesting_exceeds(raw, MAX_FRAME_DEPTH):
+        return None
+    try:
+        frame = json.loads(raw)
+    except ValueError:
+        return None
+    return frame if isinstance(frame, dict) else None
 
 
 @dataclass(frozen=True)
@@ -166,17 +184,14 @@ class EventSession:
         while True:
             raw = await self.websocket.receive_text()
             self.last_seen = time.monotonic()
-            try:
-                frame = json.loads(raw)
-            except ValueError:
-                frame = None
-            kind = frame.get("type") if isinstance(frame, dict) else None
+            frame = parse_frame(raw)
+            kind = frame.get("type") if frame is not None else None
             if kind == "ping":
                 subscriber.offer(control_frame("pong"))
             elif kind == "pong":
                 continue
             elif not (
-                isinstance(frame, dict) and self.on_frame is not None and await self.on_frame(frame)
+                frame is not None and self.on_frame is not None and await self.on_frame(frame)
             ):
                 self.close_code, self.close_reason = CLOSE_UNSUPPORTED, "unsupported frame"
                 return

@@ -23,7 +23,7 @@ from gateway.deps import get_ws_state
 from gateway.errors import ConferError
 from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
-from gateway.realtime.session import EventSession, Resume, SessionLimits
+from gateway.realtime.session import EventSession, Resume, SessionLimits, parse_frame
 from gateway.services import presence
 from gateway.services.accounts import Authenticated
 from gateway.services.typing import handle_client_frame
@@ -71,10 +71,10 @@ async def _first_frame_auth(
     websocket: WebSocket, state: AppState
 ) -> tuple[Authenticated, Resume | None] | None:
     try:
-        frame = await asyncio.wait_for(websocket.receive_json(), AUTH_TIMEOUT)
-    except (TimeoutError, ValueError, WebSocketDisconnect):
+        frame = parse_frame(await asyncio.wait_for(websocket.receive_text(), AUTH_TIMEOUT))
+    except (TimeoutError, WebSocketDisconnect):
         return None
-    if not isinstance(frame, dict) or frame.get("type") != "auth":
+    if frame is None or frame.get("type") != "auth":
         return None
     try:
         auth = await state.accounts.authenticate(str(frame.get("token", "")))

@@ -21,6 +21,7 @@ from a2a.protocol import (
     InvalidParamsError,
     ListTasksParams,
     MethodNotFoundError,
+    PushNotificationNotSupportedError,
     SendMessageParams,
     TaskIdParams,
     UnsupportedOperationError,
@@ -80,7 +81,7 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
 async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
     params = _params(SendMessageParams, raw)
     text = message_text(params.message, ctx.state.settings.max_message_chars)
-    federation.check_sender(ctx.caller, params)
+    await federation.check_sender(ctx.caller, params, pool=ctx.state.pool, ip=ctx.ip)
     recipient = await _recipient(ctx, params)
     state = ctx.state
     task, created = await federation.receive_message(
@@ -107,7 +108,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         text = ""
         if change[0] == "edit":
             text = message_text(params.message, ctx.state.settings.max_message_chars)
-        federation.check_sender(ctx.caller, params)
+        await federation.check_sender(ctx.caller, params, pool=ctx.state.pool, ip=ctx.ip)
         recipient = await _recipient(ctx, params)
         state = ctx.state
         return await federated_changes.apply_change(
@@ -208,10 +209,31 @@ STREAMING: dict[str, Streaming] = {
 }
 
 
+PUSH_CONFIG_METHODS = frozenset(
+    {
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    }
+)
+"""A2A 1.0 methods of capabilities Confer's cards do not declare (push notifications)."""
+
+
 def method(name: str) -> tuple[Unary | None, Streaming | None]:
-    """The handler for ``name``. Raises MethodNotFoundError (push configs are not offered)."""
+    """The handler for ``name``.
+
+    Raises PushNotificationNotSupportedError (-32003) for the push-config methods and
+    UnsupportedOperationError (-32004) for ``GetExtendedAgentCard``: A2A 1.0 defines them, but
+    the card declares neither ``pushNotifications`` nor ``extendedAgentCard`` (§3.1.7-§3.1.11).
+    Raises MethodNotFoundError for any other unknown name.
+    """
     if name in UNARY:
         return UNARY[name], None
     if name in STREAMING:
         return None, STREAMING[name]
+    if name in PUSH_CONFIG_METHODS:
+        raise PushNotificationNotSupportedError("Push notifications are not supported")
+    if name == "GetExtendedAgentCard":
+        raise UnsupportedOperationError("This agent has no authenticated extended card")
     raise MethodNotFoundError(f"Method not found: {name}")

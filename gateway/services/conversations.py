@@ -197,7 +197,9 @@ async def create_direct_conversation(
             mine = await _speaking_agent(conn, identity, user, data.agent_did)
             if mine == other:
                 raise ValidationFailedError("an agent cannot converse with itself")
-        await conv_store.lock_direct_pair(conn, f"{data.type}:{user.id}:{other[0]}:{other[1]}")
+        await conv_store.lock_direct_pair(
+            conn, conv_store.direct_pair_key(("user", user.id), other)
+        )
         existing = await conv_store.find_direct_conversation(
             conn, type=data.type, user_id=user.id, other=other
         )

@@ -28,7 +28,9 @@ async def peer_conversation(
         ):
             return context_id
     type_ = "direct_agent_agent" if agent_id else "direct_user_user"
-    await conv_store.lock_direct_pair(conn, f"{type_}:{owner_id}:peer_agent:{peer_id}")
+    await conv_store.lock_direct_pair(
+        conn, conv_store.direct_pair_key(("user", owner_id), ("peer_agent", peer_id))
+    )
     for candidate in (type_,) if agent_id else (type_, "direct_user_agent"):
         existing = await conv_store.find_direct_conversation(
             conn, type=candidate, user_id=owner_id, other=("peer_agent", peer_id)
@@ -59,7 +61,7 @@ async def api_conversation(conn: asyncpg.Connection, owner_id: str, recipient: R
     """The key owner's direct conversation with the agent (its owner observes)."""
     assert recipient.agent_id is not None
     other: ParticipantRef = ("own_agent", recipient.agent_id)
-    await conv_store.lock_direct_pair(conn, f"direct_user_agent:{owner_id}:own_agent:{other[1]}")
+    await conv_store.lock_direct_pair(conn, conv_store.direct_pair_key(("user", owner_id), other))
     existing = await conv_store.find_direct_conversation(
         conn, type="direct_user_agent", user_id=owner_id, other=other
     )

@@ -97,14 +97,34 @@ async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Re
         raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
 
 
-def check_sender(caller: A2ACaller, params: SendMessageParams) -> None:
-    """A signed message may only claim the DID that signed it. Raises FederationAuthError."""
+async def check_sender(
+    caller: A2ACaller, params: SendMessageParams, *, pool: asyncpg.Pool, ip: str | None
+) -> None:
+    """A signed message may only claim the DID that signed it. Raises FederationAuthError.
+
+    A forged sender is a peer's lie, not a malformed request: it leaves the same
+    ``federation.inbound.rejected`` audit row as a signature that fails, naming the signing
+    ``keyid`` and the ``claimed`` DID.
+    """
     claimed = ConferMetadata.of(params.message.metadata).sender
-    if caller.peer is not None and claimed is not None and claimed != caller.peer.peer.did:
-        raise FederationAuthError(
-            "signature_sender_mismatch",
-            f"signed by {caller.peer.keyid} but claims to be {claimed}",
+    if caller.peer is None or claimed is None or claimed == caller.peer.peer.did:
+        return
+    error = FederationAuthError(
+        "signature_sender_mismatch", f"signed by {caller.peer.keyid} but claims to be {claimed}"
+    )
+    async with pool.acquire() as conn:
+        await audit_store.insert_audit(
+            conn,
+            action="federation.inbound.rejected",
+            details={
+                "code": error.wire_code,
+                "detail": error.detail[:500],
+                "keyid": caller.peer.keyid[:512],
+                "claimed": claimed[:512],
+            },
+            ip_address=ip,
         )
+    raise error
 
 
 async def receive_message(

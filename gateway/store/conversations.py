@@ -18,6 +18,17 @@ async def lock_direct_pair(conn: asyncpg.Connection, key: str) -> None:
     await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
 
 
+def direct_pair_key(a: ParticipantRef, b: ParticipantRef) -> str:
+    """The advisory-lock key of the direct conversations between ``a`` and ``b``.
+
+    The same whichever side asks (the two are sorted), and the same for every direct type: A
+    opening a conversation with B while B opens one with A, or a user opening one with a peer
+    while the peer's first message creates one, must wait for each other and find one row.
+    """
+    first, second = sorted((a, b))
+    return f"direct:{first[0]}:{first[1]}:{second[0]}:{second[1]}"
+
+
 async def insert_conversation(
     conn: asyncpg.Connection, *, type: str, name: str | None, created_by: str
 ) -> ConversationRow:

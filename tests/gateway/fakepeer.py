@@ -28,12 +28,14 @@ from tests.gateway.harness import free_port, serve
 
 @dataclass
 class FakePeer:
-    """A fake remote: ``did``, its ``key``, and a document a test may rewrite."""
+    """A fake remote: ``did``, its ``key``, and a document (and its response ``headers``) a
+    test may rewrite."""
 
     base_url: str
     key: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
     fetches: int = 0
     document: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def did(self) -> str:
@@ -120,7 +122,7 @@ async def run_fake_peer() -> AsyncIterator[FakePeer]:
 
     async def did_document(request: Request) -> Response:
         peer.fetches += 1
-        return JSONResponse(peer.document, media_type="application/did+json")
+        return JSONResponse(peer.document, media_type="application/did+json", headers=peer.headers)
 
     app = Starlette(routes=[Route("/users/mallory/did.json", did_document)])
     async with serve(app, port):

@@ -253,6 +253,18 @@ async def test_list_tasks_pages_newest_first(b: Instance, agent) -> None:
     assert bad["error"]["code"] == -32602
 
 
+async def test_a_deeply_nested_api_key_body_is_a_parse_error(b: Instance, agent) -> None:
+    _, agent_id, key = agent
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": ' + "[" * 100_000
+    response = await b.client.post(
+        f"/agents/{agent_id}/a2a",
+        content=body,
+        headers={**A2A, "Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == -32700
+
+
 @pytest.mark.parametrize(
     ("body", "headers", "code"),
     [
@@ -269,6 +281,13 @@ async def test_list_tasks_pages_newest_first(b: Instance, agent) -> None:
             -32005,
         ),
         (call("GetTask", {"id": "nope"}), {}, -32001),
+        # A2A 1.0 §3.1.7-§3.1.10: push configs without capabilities.pushNotifications
+        (call("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "https://x"}), {}, -32003),
+        (call("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}), {}, -32003),
+        (call("ListTaskPushNotificationConfigs", {"taskId": "t"}), {}, -32003),
+        (call("DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}), {}, -32003),
+        # §3.1.11: no capabilities.extendedAgentCard
+        (call("GetExtendedAgentCard", {}), {}, -32004),
     ],
 )
 async def test_protocol_errors_are_a2a_error_codes(b: Instance, agent, body, headers, code) -> None:

@@ -40,6 +40,22 @@ async def test_direct_conversation_is_created_once(instance: Instance) -> None:
         assert await conn.fetchval("SELECT count(*) FROM conversations") == 1
 
 
+async def test_crossed_direct_creation_yields_one_conversation(instance: Instance) -> None:
+    """A asks for B while B asks for A: the lock key names the pair, not who asks."""
+    pairs = [(await instance.register(f"a{i}"), await instance.register(f"b{i}")) for i in range(6)]
+    for a, b in pairs:
+        crossed = await asyncio.gather(
+            *(
+                caller.request("POST", "/v1/conversations", json={"participant_did": other.did})
+                for caller, other in ((a, b), (b, a)) * 3
+            )
+        )
+        assert all(r.status_code in (200, 201) for r in crossed), [r.text for r in crossed]
+        assert len({r.json()["id"] for r in crossed}) == 1
+    async with instance.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM conversations") == len(pairs)
+
+
 async def test_messages_reach_both_users_and_list_newest_first(instance: Instance) -> None:
     alice = await instance.register("alice")
     bob = await instance.register("bob")

@@ -114,6 +114,31 @@ def _garbage(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
     }
 
 
+def _long_nonce(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # signature_nonces.nonce is VARCHAR(128)
+    return body, peer.signed_headers(url, body, nonce="n" * 129)
+
+
+def _long_keyid(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # signature_nonces.keyid is VARCHAR(512)
+    return body, peer.signed_headers(url, body, keyid=f"{peer.did}#{'k' * 600}")
+
+
+def _long_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # peer_agents.did is VARCHAR(255)
+    return body, peer.signed_headers(url, body, keyid=f"{peer.did}:{'u' * 300}#key-1")
+
+
+def _far_expires(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # beyond datetime's range: the nonce horizon cannot even be computed
+    return body, peer.signed_headers(url, body, expires=999_999_999_999_999)
+
+
+def _year_later_expires(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
+    body = peer.rpc()  # representable, but a nonce kept for a year per request is a flood
+    return body, peer.signed_headers(url, body, expires=int(time.time()) + 365 * 86400)
+
+
 def _unresolvable_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
     body = peer.rpc()
     return body, peer.signed_headers(url, body, keyid="did:web:localhost%3A1:users:x#key-1")
@@ -133,6 +158,11 @@ def _unresolvable_did(peer: FakePeer, url: str) -> tuple[bytes, dict[str, str]]:
         (_unsigned, "signature_missing"),
         (_garbage, "signature_malformed"),
         (_unresolvable_did, "did_unresolvable"),
+        (_long_nonce, "signature_malformed"),
+        (_long_keyid, "signature_malformed"),
+        (_long_did, "did_invalid"),
+        (_far_expires, "signature_expired"),
+        (_year_later_expires, "signature_expired"),
     ],
 )
 async def test_attacks_are_401_with_a_precise_code(setup, attack, code: str) -> None:
@@ -173,15 +203,23 @@ async def test_the_host_header_cannot_change_the_signed_authority(setup) -> None
     assert response.json()["code"] == "signature_invalid"
 
 
-async def test_claiming_another_sender_is_refused(setup) -> None:
+@pytest.mark.parametrize("change", [{}, {"delete": {"messageId": "m-1"}}])
+async def test_claiming_another_sender_is_refused_and_audited(setup, change) -> None:
     b, _, peer = setup
-    body = peer.rpc(sender=f"{b.did}:users:bob")
+    body = peer.rpc(sender=f"{b.did}:users:bob", **change)
     response = await b.client.post(
         "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
     )
     assert response.status_code == 401
     assert response.json()["code"] == "signature_sender_mismatch"
     assert await count(b, "SELECT count(*) FROM messages") == 0
+    async with b.state.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT details_json FROM audit_log WHERE action = 'federation.inbound.rejected'"
+        )
+    assert [r["details_json"]["code"] for r in rows] == ["signature_sender_mismatch"]
+    assert rows[0]["details_json"]["claimed"] == f"{b.did}:users:bob"
+    assert rows[0]["details_json"]["keyid"] == peer.keyid
 
 
 async def test_rotated_key_is_refetched_once_and_the_old_key_stops(setup) -> None:
@@ -214,6 +252,7 @@ async def test_rotated_key_is_refetched_once_and_the_old_key_stops(setup) -> Non
     ("body", "status", "rpc_code"),
     [
         (b"not json", 400, -32700),
+        (b"[" * 100_000 + b"]" * 100_000, 400, -32700),  # deeper than any parser's stack
         (b'{"jsonrpc": "2.0"}', 400, -32600),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "Nope", "params": {}}', 200, -32601),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}', 200, -32602),
@@ -273,3 +312,42 @@ async def test_failed_did_lookups_are_cached_briefly(setup) -> None:
         b.state.clock.offset = 0
     assert response.status_code == 200, response.text
     assert peer.fetches == 2
+
+
+async def test_an_overlong_etag_is_refused_and_the_failure_cached(setup) -> None:
+    b, _, peer = setup
+    peer.headers = {"ETag": '"' + "e" * 300 + '"'}  # peer_agents.etag is VARCHAR(255)
+    for _ in range(3):
+        body = peer.rpc()
+        response = await b.client.post(
+            "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+        )
+        assert response.status_code == 401, response.text
+        assert response.json()["code"] == "did_unresolvable"
+    assert peer.fetches == 1  # negative caching: the attacker's document is fetched once
+    assert (
+        await count(
+            b, "SELECT count(*) FROM audit_log WHERE action = 'federation.inbound.rejected'"
+        )
+        == 3
+    )
+
+
+async def test_401s_name_the_schemes_the_endpoint_accepts(setup) -> None:
+    """RFC 9110 §11.6.1: a 401 carries WWW-Authenticate; an A2A endpoint takes a signature
+    (RFC 9421, asked for with Accept-Signature, §5.1) or an API key (Bearer)."""
+    b, _, peer = setup
+    body, headers = _unsigned(peer, endpoint(b))
+    a2a = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert a2a.status_code == 401
+    schemes = [c.split()[0] for c in a2a.headers["www-authenticate"].split(", ")]
+    assert schemes == ["Signature", "Bearer"]
+    assert 'tag="confer-a2a"' in a2a.headers["accept-signature"]
+    assert '"content-digest"' in a2a.headers["accept-signature"]
+    body, headers = _garbage(peer, endpoint(b))
+    garbage = await b.client.post("/users/bob/a2a", content=body, headers=headers)
+    assert garbage.status_code == 401 and "www-authenticate" in garbage.headers
+    rest = await b.client.get("/v1/me")
+    assert rest.status_code == 401
+    assert rest.headers["www-authenticate"].startswith("Bearer")
+    assert "accept-signature" not in rest.headers

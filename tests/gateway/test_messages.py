@@ -94,6 +94,21 @@ async def test_content_types_are_validated(instance: Instance) -> None:
         assert response.headers["content-type"] == "application/problem+json"
 
 
+async def test_language_tags_fit_the_column_or_are_422(instance: Instance) -> None:
+    """``messages.language`` is VARCHAR(8) (data model spec): a valid BCP 47 tag that fits is
+    stored in canonical case; a longer valid one (``zh-Hant-TW``) is a 422, never a 500."""
+    alice, _, cid = await _pair(instance)
+    for tag, stored in (("zh-hant", "zh-Hant"), ("pt-BR", "pt-BR"), ("yue-hk", "yue-HK")):
+        response = await _post(alice, cid, content="x", language=tag)
+        assert response.status_code == 201, response.text
+        assert response.json()["language"] == stored
+    for tag in ("zh-Hant-TW", "sr-Latn-RS", "de-CH-1901"):
+        response = await _post(alice, cid, content="x", language=tag)
+        assert response.status_code == 422, (tag, response.text)
+        assert response.json()["code"] == "validation_failed"
+        assert "language" in response.text
+
+
 async def test_hostile_text_is_422_never_500(instance: Instance) -> None:
     alice, _, cid = await _pair(instance)
     deep: Any = "x"

@@ -218,6 +218,30 @@ async def test_unsupported_frame_closes_with_1003(instance: Instance) -> None:
     assert ws.close_code == 1003
 
 
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than json.loads can recurse
+
+
+async def test_a_deeply_nested_frame_closes_with_1003(instance: Instance) -> None:
+    bob = await instance.register("bob")
+    ws = await _connect(bob)
+    await _frame(ws)
+    await ws.send('{"type": "typing", "x": ' + DEEP + "}")
+    with pytest.raises(websockets.ConnectionClosed):
+        await _frame(ws)
+    assert ws.close_code == 1003
+
+
+async def test_a_deeply_nested_first_frame_without_credentials_is_refused(
+    instance: Instance,
+) -> None:
+    for _ in range(2):  # and the server keeps serving
+        ws = await websockets.connect(instance.ws_url, subprotocols=["confer.v1"])  # type: ignore[list-item]
+        await ws.send(DEEP)
+        with pytest.raises(websockets.ConnectionClosed):
+            await _frame(ws)
+        assert ws.close_code == 4001
+
+
 async def test_typing_reaches_the_other_participant_rate_limited(instance: Instance) -> None:
     alice, bob, cid = await _pair(instance)
     mallory = await instance.register("mallory")
