@@ -76,6 +76,7 @@ async def _audit_call(
 def _context(
     state: State, caller: Caller, request: Request, recipient: Recipient | None
 ) -> a2a_rpc.RpcContext:
+    """What the A2A methods use for this call, taken from the app's resources."""
     return a2a_rpc.RpcContext(
         caller=caller,
         recipient=recipient,

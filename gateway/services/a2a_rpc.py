@@ -93,16 +93,16 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
     if ctx.recipient is not None:
         return ctx.recipient
     did = ConferMetadata.of(params.message.metadata).recipient
-    if not params.tenant and not did:
-        raise RecipientNotFoundError(
-            "name the recipient: params.tenant (an agent id) or "
-            "message.metadata.confer.recipient (a local DID)"
-        )
     async with ctx.pool.acquire() as conn:
         if params.tenant:
             recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
+        elif did:
+            recipient = await federation.recipient_for_did(conn, ctx.identity, did)
         else:
-            recipient = await federation.recipient_for_did(conn, ctx.identity, str(did))
+            raise RecipientNotFoundError(
+                "name the recipient: params.tenant (an agent id) or "
+                "message.metadata.confer.recipient (a local DID)"
+            )
         await federation.admit(conn, ctx.caller, recipient)
     return recipient
 
