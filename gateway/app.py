@@ -25,6 +25,7 @@ from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.http_errors import install_error_handlers
+from gateway.mcp.deps import ToolDeps
 from gateway.mcp.server import build_mcp
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
@@ -53,6 +54,7 @@ from gateway.routes import (
     web,
 )
 from gateway.services.accounts import Accounts
+from gateway.services.consent import Deciding
 from gateway.services.context import build_context_services
 from gateway.services.encryption import Keyring
 from gateway.services.identity import check_public_url, load_identity
@@ -92,7 +94,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
     clock = clock or Clock()
-    mcp_server, mcp_app = build_mcp(lambda: app.state.confer, settings)
+    mcp_server, mcp_app = build_mcp(lambda: app.state.mcp_tools, settings)
     keyring = Keyring.from_setting(settings.encryption_keys)  # ValueError: a clear startup error
 
     @contextlib.asynccontextmanager
@@ -150,6 +152,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
             await app.state.confer.accounts.bootstrap_admins()
+            app.state.mcp_tools = ToolDeps.of(app.state.confer)
             agents = AgentWorker(
                 pool,
                 context.runtime,
@@ -158,12 +161,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 lease_seconds=settings.agent_task_lease_seconds,
                 queue=agent_queue,
             )
-            state = app.state.confer
+            deciding = Deciding(hub, agent_queue, app.state.confer.task_events, clock)
+            sweep = settings.permission_sweep_seconds
             workers: list[tuple[str, WorkerFactory]] = [
                 ("delivery", DeliveryWorker(pool, http, identity, clock, settings, policy).run),
                 ("agents", agents.run),
-                ("consent", lambda: run_sweeper(state)),
-                ("translate", lambda: run_auto_translator(context.translator, state.hub)),
+                ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
+                ("translate", lambda: run_auto_translator(context.translator, hub)),
                 ("retention", lambda: run_retention(pool, clock, settings)),
                 ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
             ]

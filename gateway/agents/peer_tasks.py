@@ -30,19 +30,10 @@ from gateway.realtime.hub import EventHub
 from gateway.services.tasks import TaskEvents
 from gateway.store import agent_tasks as tasks_store
 from gateway.store import tasks as a2a_store
+from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
 
 WAITING = "waiting"
-
-
-async def offline_answers_allowed(conn: asyncpg.Connection, owner_id: str) -> bool:
-    """The owner's ``preferences.privacy.allow_offline_response`` (False when unset)."""
-    value = await conn.fetchval(
-        """SELECT (preferences_json -> 'privacy' ->> 'allow_offline_response')::boolean
-           FROM users WHERE id = $1""",
-        owner_id,
-    )
-    return bool(value)
 
 
 async def enqueue_for_peer(
@@ -69,24 +60,16 @@ async def enqueue_for_peer(
         or hub.connections(owner_id) > 0
         or await hub.ephemeral.user_online(owner_id)  # a device on another process
     )
-    if online or await offline_answers_allowed(conn, owner_id):
+    if online or await users_store.get_allow_offline_response(conn, user_id=owner_id):
         task_id = await tasks_store.enqueue(
             conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
         )
         await queue.announce(tx, tasks_store.Dispatch(agent_id, task_id, conversation_id))
         return task_id, "queued"
-    task_id = await conn.fetchval(
-        """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id, status)
-           VALUES ($1, $2, $3, $4, 'waiting')
-           ON CONFLICT (conversation_id) WHERE status = 'waiting'
-           DO UPDATE SET trigger_message_id = EXCLUDED.trigger_message_id
-           RETURNING id""",
-        new_id(),
-        agent_id,
-        conversation_id,
-        message_id,
+    task_id = await tasks_store.insert_waiting(
+        conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
     )
-    return str(task_id), WAITING
+    return task_id, WAITING
 
 
 async def release_waiting(
@@ -108,26 +91,9 @@ async def release_waiting(
         conn = tx.conn
         held = await a2a_store.list_held_for_owner(conn, user_id=owner_id)
         settled = [await _complete_held(conn, row, clock) for row in held]
-        await conn.execute(
-            """UPDATE agent_tasks w SET status = 'failed', finished_at = $2,
-                      error = 'superseded by a newer task'
-               FROM agents a
-               WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
-                 AND EXISTS (SELECT 1 FROM agent_tasks q WHERE q.status = 'queued'
-                             AND q.conversation_id = w.conversation_id
-                             AND q.agent_id = w.agent_id)""",
-            owner_id,
-            clock.now(),
-        )
-        released = await conn.fetch(
-            """UPDATE agent_tasks w SET status = 'queued'
-               FROM agents a
-               WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
-               RETURNING w.id, w.agent_id, w.conversation_id""",
-            owner_id,
-        )
-        for r in released:
-            dispatch = tasks_store.Dispatch(r["agent_id"], r["id"], r["conversation_id"])
+        await tasks_store.fail_superseded_waiting(conn, owner_id=owner_id, now=clock.now())
+        released = await tasks_store.release_waiting(conn, owner_id=owner_id)
+        for dispatch in released:
             await queue.announce(tx, dispatch)
         if task_events is not None:
             for row in settled:
@@ -149,13 +115,9 @@ async def release_present_owners(
     task committed). Run periodically by the consent sweeper.
     """
     async with pool.acquire() as conn:
-        owners = await conn.fetch(
-            """SELECT DISTINCT a.user_id FROM agent_tasks w JOIN agents a ON a.id = w.agent_id
-               WHERE w.status = 'waiting'"""
-        )
+        owners = await tasks_store.list_owners_with_waiting(conn)
     released = 0
-    for record in owners:
-        owner = record["user_id"]
+    for owner in owners:
         if hub.connections(owner) > 0 or await hub.ephemeral.user_online(owner):
             released += await release_waiting(pool, clock, queue, owner, task_events)
     return released

@@ -8,9 +8,12 @@ active account (neither deleted nor disabled). Anything else is verified as an a
 
 from __future__ import annotations
 
+import asyncpg
+
+from gateway.clock import Clock
 from gateway.errors import ApiKeyInvalidError, AuthenticationError
 from gateway.services import api_keys
-from gateway.state import AppState
+from gateway.services.accounts import Accounts
 from gateway.store import users as users_store
 from models import User
 
@@ -23,17 +26,20 @@ def bearer(authorization: str | None) -> str:
     return token.strip()
 
 
-async def authenticate(state: AppState, authorization: str | None) -> User:
-    """The live user behind the header.
+async def authenticate(
+    pool: asyncpg.Pool, clock: Clock, accounts: Accounts, authorization: str | None
+) -> User:
+    """The live user behind the header (an access token checked by ``accounts``, an API key
+    looked up in ``pool`` and checked against ``clock``).
 
     Raises AuthenticationError (no bearer), ApiKeyInvalidError (unknown or revoked key, or its
     account is gone), TokenInvalidError (bad or expired access token, ended session).
     """
     credential = bearer(authorization)
     if not credential.startswith(api_keys.KEY_PREFIX):
-        return (await state.accounts.authenticate(credential)).user
-    key = await api_keys.authenticate(state.pool, state.clock, credential)
-    async with state.pool.acquire() as conn:
+        return (await accounts.authenticate(credential)).user
+    key = await api_keys.authenticate(pool, clock, credential)
+    async with pool.acquire() as conn:
         active = await users_store.account_active(conn, user_id=key.user_id)
         user = await users_store.get_user(conn, id=key.user_id) if active else None
     if user is None:

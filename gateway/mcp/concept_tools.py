@@ -18,8 +18,8 @@ from pydantic_core import to_jsonable_python
 
 from gateway.db import Transaction
 from gateway.mcp.audit import audited_write, guarded
+from gateway.mcp.deps import ToolDeps
 from gateway.services import concept_context, concept_writes, concepts
-from gateway.state import AppState
 from models import User
 from models.concepts import (
     ConceptType,
@@ -37,13 +37,13 @@ DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 
 Query = Annotated[str, Field(min_length=1, max_length=1000)]
 Threshold = Annotated[float, Field(ge=-1, le=1)]
-Caller = Callable[[Context], Awaitable[tuple[AppState, User]]]
+Caller = Callable[[Context], Awaitable[tuple[ToolDeps, User]]]
 Action = Callable[[Transaction], Awaitable[tuple[dict[str, Any], str | None]]]
 
 
-def deps(state: AppState) -> concepts.ConceptDeps:
-    """The concept services' dependencies out of the app state."""
-    return concepts.ConceptDeps(state.pool, state.context.embedder, state.clock)
+def deps(tools: ToolDeps) -> concepts.ConceptDeps:
+    """The concept services' dependencies out of the MCP tools' ones."""
+    return concepts.ConceptDeps(tools.pool, tools.embedder, tools.clock)
 
 
 def ok(result: dict[str, Any]) -> dict[str, Any]:

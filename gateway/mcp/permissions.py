@@ -12,14 +12,14 @@ from typing import Any
 
 from gateway.db import Transaction
 from gateway.mcp.audit import audited_write
+from gateway.mcp.deps import ToolDeps
 from gateway.services import consent
-from gateway.state import AppState
 from models import User
 from models.federation_api import PermissionDecisionCreate
 
 
 async def decide_permission(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     permission_id: str,
@@ -35,16 +35,18 @@ async def decide_permission(
     ``permission_decided``, ``permission_expired``).
     """
     payload = {"permission_id": permission_id, "decision": decision, "scope": scope}
-    deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)
+    deciding = deps.deciding
 
     async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = PermissionDecisionCreate.model_validate({"decision": decision, "scope": scope})
-        outcome = await consent.decide_in(tx, deps, user, permission_id, data.decision, data.scope)
+        outcome = await consent.decide_in(
+            tx, deciding, user, permission_id, data.decision, data.scope
+        )
         return {"permission": outcome.permission.model_dump(mode="json")}, outcome.permission.id
 
     # the decision's events and the agent's answer go out once the audited write has committed
     result = await audited_write(
-        state.pool,
+        deps.pool,
         user_id=user.id,
         agent=agent,
         tool_name="confer_decide_permission",
@@ -53,5 +55,5 @@ async def decide_permission(
         action=action,
     )
     if not result["ok"] and result["code"] == "permission_expired":
-        await consent.expire(state.pool, deps, permission_id)
+        await consent.expire(deps.pool, deciding, permission_id)
     return result

@@ -31,9 +31,10 @@ from gateway.mcp import permissions, tools
 from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
 from gateway.mcp.concept_tools import register_concept_tools
+from gateway.mcp.deps import ToolDeps
 from gateway.services.search import SearchMode
 from gateway.settings import Settings
-from gateway.state import AppState
+from models import User
 from models.base import Ulid
 
 Limit = Annotated[int, Field(ge=1, le=200)]
@@ -44,7 +45,12 @@ SearchLimit = Annotated[int, Field(ge=1, le=100)]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[dict[str, Any]]])
 
-StateGetter = Callable[[], AppState]
+DepsGetter = Callable[[], ToolDeps]
+"""The tools' dependencies, once the app's lifespan has built them."""
+
+
+async def _authenticate(deps: ToolDeps, authorization: str | None) -> User:
+    return await authenticate(deps.pool, deps.clock, deps.accounts, authorization)
 
 
 def _headers(ctx: Context) -> dict[str, str]:
@@ -58,15 +64,15 @@ def _headers(ctx: Context) -> dict[str, str]:
 class BearerGate:
     """ASGI wrapper: refuse MCP requests without a valid access token or API key (401)."""
 
-    def __init__(self, app: ASGIApp, get_state: StateGetter) -> None:
+    def __init__(self, app: ASGIApp, get_deps: DepsGetter) -> None:
         self._app = app
-        self._get_state = get_state
+        self._get_deps = get_deps
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
             try:
-                await authenticate(self._get_state(), headers.get("authorization"))
+                await _authenticate(self._get_deps(), headers.get("authorization"))
             except ConferError as exc:
                 response = problem_for(exc, scope["path"])
                 response.headers["WWW-Authenticate"] = "Bearer"
@@ -79,9 +85,9 @@ class ConferMCPServer(MCPServer):
     """``MCPServer`` whose schema-rejected arguments come back as ``{"ok": false, "code":
     "validation_failed", "error"}`` results (audited for write tools) instead of error text."""
 
-    def __init__(self, *args: Any, get_state: StateGetter, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, get_deps: DepsGetter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._get_state = get_state
+        self._get_deps = get_deps
         self.write_tools: set[str] = set()
         # tools whose refusals also set MCP's ``isError`` (the concept tools)
         self.flag_failures: set[str] = set()
@@ -126,11 +132,11 @@ class ConferMCPServer(MCPServer):
     async def _audit_refusal(
         self, name: str, arguments: dict[str, Any], ctx: Context, code: str, detail: str
     ) -> dict[str, Any]:
-        state = self._get_state()
-        user = await authenticate(state, _headers(ctx).get("authorization"))
+        deps = self._get_deps()
+        user = await _authenticate(deps, _headers(ctx).get("authorization"))
         agent = arguments.get("agent")
         return await audited_failure(
-            state.pool,
+            deps.pool,
             user_id=user.id,
             agent=agent if isinstance(agent, str) else "unknown",
             tool_name=name,
@@ -141,17 +147,17 @@ class ConferMCPServer(MCPServer):
         )
 
 
-def build_mcp(get_state: StateGetter, settings: Settings) -> tuple[MCPServer, ASGIApp]:
+def build_mcp(get_deps: DepsGetter, settings: Settings) -> tuple[MCPServer, ASGIApp]:
     """The MCP server and its gated ASGI app (serve it at ``/mcp``; run its session manager
     in the host's lifespan)."""
     server = ConferMCPServer(
-        get_state=get_state,
+        get_deps=get_deps,
         name="confer",
         title="Confer",
         instructions="Conversations, memory and project memory of one Confer user.",
         version="0.1.0",
     )
-    _register(server, get_state)
+    _register(server, get_deps)
     host = urlsplit(settings.public_url)
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
@@ -161,16 +167,16 @@ def build_mcp(get_state: StateGetter, settings: Settings) -> tuple[MCPServer, AS
             allowed_origins=[settings.public_url],
         ),
     )
-    return server, BearerGate(app, get_state)
+    return server, BearerGate(app, get_deps)
 
 
-Caller = Callable[[Context], Awaitable[tuple[AppState, Any]]]
+Caller = Callable[[Context], Awaitable[tuple[ToolDeps, User]]]
 
 
-def _register(server: ConferMCPServer, get_state: StateGetter) -> None:
-    async def caller(ctx: Context) -> tuple[AppState, Any]:
-        state = get_state()
-        return state, await authenticate(state, _headers(ctx).get("authorization"))
+def _register(server: ConferMCPServer, get_deps: DepsGetter) -> None:
+    async def caller(ctx: Context) -> tuple[ToolDeps, User]:
+        deps = get_deps()
+        return deps, await _authenticate(deps, _headers(ctx).get("authorization"))
 
     _register_reads(server, caller)
     _register_writes(server, caller)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
+
 from gateway.agents.tokens import estimate_tokens
 from gateway.services.search import SearchService
-from gateway.state import AppState
 from gateway.store import conversations as conv_store
 from gateway.store import messages as messages_store
 from gateway.store import project_memory as project_memory_store
@@ -53,8 +54,8 @@ async def _searches(
     return per_query
 
 
-async def _threads(state: AppState, user: User, count: int) -> list[dict[str, Any]]:
-    async with state.pool.acquire() as conn:
+async def _threads(pool: asyncpg.Pool, user: User, count: int) -> list[dict[str, Any]]:
+    async with pool.acquire() as conn:
         conversations = await conv_store.list_conversations_for_user(
             conn, user_id=user.id, limit=count
         )
@@ -78,7 +79,8 @@ async def _threads(state: AppState, user: User, count: int) -> list[dict[str, An
 
 
 async def session_context(
-    state: AppState,
+    pool: asyncpg.Pool,
+    search: SearchService,
     user: User,
     *,
     topic: str,
@@ -88,11 +90,10 @@ async def session_context(
     token_budget: int,
     limit_per_query: int = 5,
 ) -> dict[str, Any]:
-    """The session-opening context as a JSON-able dict (see module docstring)."""
-    per_query = await _searches(
-        state.context.search, user, queries, project, domain, limit_per_query
-    )
-    async with state.pool.acquire() as conn:
+    """The session-opening context as a JSON-able dict (see module docstring): ``search``
+    ranks memories and knowledge, ``pool`` gives project memory and recent threads."""
+    per_query = await _searches(search, user, queries, project, domain, limit_per_query)
+    async with pool.acquire() as conn:
         documents = await project_memory_store.list_for_user(
             conn, user_id=user.id, project_id=project, limit=10
         )
@@ -110,7 +111,7 @@ async def session_context(
         for d in documents
     ]
     candidates += [("memories", h.model_dump(mode="json")) for h in _rank(per_query)]
-    candidates += [("recent_threads", t) for t in await _threads(state, user, 5)]
+    candidates += [("recent_threads", t) for t in await _threads(pool, user, 5)]
     sections: dict[str, list[dict[str, Any]]] = {
         "project_memory": [],
         "memories": [],

@@ -15,12 +15,12 @@ from gateway.db import Transaction
 from gateway.errors import ValidationFailedError
 from gateway.ids import new_id
 from gateway.mcp.audit import audited_write
+from gateway.mcp.deps import ToolDeps
 from gateway.mcp.session_context import session_context
 from gateway.services import conversations as conversations_service
 from gateway.services import project_memory as project_memory_service
 from gateway.services.memory import index_text
 from gateway.services.search import SearchMode
-from gateway.state import AppState
 from gateway.store import memories as memories_store
 from gateway.store import permissions as permissions_store
 from gateway.store import users as users_store
@@ -30,24 +30,24 @@ from models.api import MessageCreate
 from models.context import MemoryCreate, ProjectMemoryWrite
 
 
-async def list_conversations(state: AppState, user: User, *, limit: int) -> dict[str, Any]:
+async def list_conversations(deps: ToolDeps, user: User, *, limit: int) -> dict[str, Any]:
     """``{"conversations": [ConversationPublic…]}``."""
-    items = await conversations_service.list_conversations(state.pool, user, min(limit, 200))
+    items = await conversations_service.list_conversations(deps.pool, user, min(limit, 200))
     return {"conversations": [c.model_dump(mode="json") for c in items]}
 
 
 async def read_messages(
-    state: AppState, user: User, *, conversation_id: str, limit: int, before: str | None
+    deps: ToolDeps, user: User, *, conversation_id: str, limit: int, before: str | None
 ) -> dict[str, Any]:
     """``{"messages": [Message…], "next_before"}``; 404-style error for foreign conversations."""
     items, next_before = await conversations_service.list_messages(
-        state.pool, user, conversation_id, before=before, limit=min(max(limit, 1), 200)
+        deps.pool, user, conversation_id, before=before, limit=min(max(limit, 1), 200)
     )
     return {"messages": [m.model_dump(mode="json") for m in items], "next_before": next_before}
 
 
 async def search_memory(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     query: str,
@@ -58,7 +58,7 @@ async def search_memory(
     limit: int,
 ) -> dict[str, Any]:
     """``SearchResults`` as JSON (``GET /v1/search``; the tool's schema holds its limits)."""
-    results = await state.context.search.search(
+    results = await deps.search.search(
         user,
         query,
         method=method,
@@ -71,7 +71,7 @@ async def search_memory(
 
 
 async def get_session_context(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     topic: str,
@@ -85,7 +85,8 @@ async def get_session_context(
     if not 1 <= len(queries) <= 5:
         raise ValidationFailedError("queries: give between 1 and 5")
     return await session_context(
-        state,
+        deps.pool,
+        deps.search,
         user,
         topic=topic,
         queries=queries,
@@ -96,9 +97,9 @@ async def get_session_context(
     )
 
 
-async def list_pending_permissions(state: AppState, user: User, *, limit: int) -> dict[str, Any]:
+async def list_pending_permissions(deps: ToolDeps, user: User, *, limit: int) -> dict[str, Any]:
     """``{"permissions": [...]}``: the user's rows with ``decision = 'pending'``."""
-    async with state.pool.acquire() as conn:
+    async with deps.pool.acquire() as conn:
         records = await permissions_store.list_pending_with_peer(
             conn, user_id=user.id, limit=min(max(limit, 1), 200)
         )
@@ -106,7 +107,7 @@ async def list_pending_permissions(state: AppState, user: User, *, limit: int) -
 
 
 async def get_audit_log(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     agent: str | None,
@@ -118,7 +119,7 @@ async def get_audit_log(
 ) -> dict[str, Any]:
     """``{"count", "entries": [McpAuditRow…]}`` newest first (MCP server spec
     ``cs_get_audit_log``)."""
-    async with state.pool.acquire() as conn:
+    async with deps.pool.acquire() as conn:
         rows = await list_mcp_audit(
             conn,
             user_id=user.id,
@@ -133,7 +134,7 @@ async def get_audit_log(
 
 
 async def send_message(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     conversation_id: str,
@@ -147,14 +148,14 @@ async def send_message(
     async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = MessageCreate(content=content, in_reply_to=in_reply_to, via="claude-code")
         message = await conversations_service.store_user_message(
-            tx, state.hub, state.agent_queue, user, conversation_id, data
+            tx, deps.hub, deps.queue, user, conversation_id, data
         )
         return {"message_id": message.id, "conversation_id": conversation_id}, message.id
 
     # the message's events and the agent's task reach devices and workers once the audited
     # transaction has committed
     return await audited_write(
-        state.pool,
+        deps.pool,
         user_id=user.id,
         agent=agent,
         tool_name="confer_send_message",
@@ -165,7 +166,7 @@ async def send_message(
 
 
 async def record_memory(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     type: str,
@@ -204,7 +205,7 @@ async def record_memory(
         return {"memory_id": memory.id, "agent_id": main.id}, memory.id
 
     result = await audited_write(
-        state.pool,
+        deps.pool,
         user_id=user.id,
         agent=agent,
         tool_name="confer_record_memory",
@@ -214,8 +215,8 @@ async def record_memory(
     )
     if result["ok"]:
         await index_text(
-            state.pool,
-            state.context.embedder,
+            deps.pool,
+            deps.embedder,
             owner_table="memory",
             owner_id=result["memory_id"],
             text=content,
@@ -224,7 +225,7 @@ async def record_memory(
 
 
 async def update_project_memory(
-    state: AppState,
+    deps: ToolDeps,
     user: User,
     *,
     project_id: str,
@@ -262,7 +263,7 @@ async def update_project_memory(
         return {"version": document.version, "created": created}, target
 
     return await audited_write(
-        state.pool,
+        deps.pool,
         user_id=user.id,
         agent=agent,
         tool_name="confer_update_project_memory",

@@ -23,9 +23,10 @@ from gateway.deps import get_ws_state
 from gateway.errors import ConferError
 from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
+from gateway.realtime.hub import EventHub
 from gateway.realtime.session import EventSession, Resume, SessionLimits, parse_frame
 from gateway.services import presence
-from gateway.services.accounts import Authenticated
+from gateway.services.accounts import Accounts, Authenticated
 from gateway.services.typing import handle_client_frame
 from gateway.state import AppState
 
@@ -68,7 +69,7 @@ def _resume_from(values: Any) -> Resume | None:
 
 
 async def _first_frame_auth(
-    websocket: WebSocket, state: AppState
+    websocket: WebSocket, accounts: Accounts
 ) -> tuple[Authenticated, Resume | None] | None:
     try:
         frame = parse_frame(await asyncio.wait_for(websocket.receive_text(), AUTH_TIMEOUT))
@@ -77,28 +78,28 @@ async def _first_frame_auth(
     if frame is None or frame.get("type") != "auth":
         return None
     try:
-        auth = await state.accounts.authenticate(str(frame.get("token", "")))
+        auth = await accounts.authenticate(str(frame.get("token", "")))
     except ConferError:
         return None
     return auth, _resume_from(frame)
 
 
 async def _authenticate(
-    websocket: WebSocket, state: AppState
+    websocket: WebSocket, accounts: Accounts
 ) -> tuple[Authenticated, Resume | None] | None:
     offered = websocket.scope.get("subprotocols", [])
     subprotocol = SUBPROTOCOL if SUBPROTOCOL in offered else None
     tokens = [p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)]
     if tokens:
         try:
-            auth = await state.accounts.authenticate(tokens[0])
+            auth = await accounts.authenticate(tokens[0])
         except ConferError:
             await websocket.close(code=CLOSE_UNAUTHENTICATED)
             return None
         await websocket.accept(subprotocol=subprotocol)
         return auth, _resume_from(websocket.query_params)
     await websocket.accept(subprotocol=subprotocol)
-    result = await _first_frame_auth(websocket, state)
+    result = await _first_frame_auth(websocket, accounts)
     if result is None:
         await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="authentication failed")
         return None
@@ -114,7 +115,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     if not origin_allowed(origin, settings.public_url, settings.ws_allowed_origins):
         await websocket.close(code=CLOSE_ORIGIN_REFUSED)
         return
-    result = await _authenticate(websocket, state)
+    result = await _authenticate(websocket, state.accounts)
     if result is None:
         return
     auth, resume = result
@@ -138,7 +139,11 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     )
     ready = {"user_id": auth.user.id, "did": auth.user.did}
     running = asyncio.create_task(session.run(ready, resume))
-    watchdog = asyncio.create_task(_watch_session(websocket, state, auth, device))
+    watchdog = asyncio.create_task(
+        _watch_session(
+            websocket, state.hub, state.accounts, auth, device, settings.ws_session_check_seconds
+        )
+    )
     try:
         await asyncio.wait((running, watchdog), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -149,16 +154,21 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
 
 
 async def _watch_session(
-    websocket: WebSocket, state: AppState, auth: Authenticated, device: str
+    websocket: WebSocket,
+    hub: EventHub,
+    accounts: Accounts,
+    auth: Authenticated,
+    device: str,
+    interval: float,
 ) -> None:
     """Close the socket with 4001 once its device session has ended (logout, revocation,
-    expiry, a disabled or deleted account): checked every ``ws_session_check_seconds``, which
-    also renews the device's presence lease."""
+    expiry, a disabled or deleted account): checked every ``interval`` seconds
+    (``ws_session_check_seconds``), which also renews the device's presence lease in ``hub``."""
     while True:
-        await asyncio.sleep(state.settings.ws_session_check_seconds)
+        await asyncio.sleep(interval)
         with contextlib.suppress(Exception):  # presence is best effort; the check is not
-            await state.hub.ephemeral.device_alive(auth.user.id, device)
-        if not await state.accounts.session_alive(auth):
+            await hub.ephemeral.device_alive(auth.user.id, device)
+        if not await accounts.session_alive(auth):
             with contextlib.suppress(Exception):
                 await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="session ended")
             return

@@ -59,16 +59,6 @@ async def _sse(rpc_id: Any, events: AsyncIterator[dict[str, Any]]) -> AsyncItera
         yield f"data: {json.dumps(error_envelope(rpc_id, exc))}\n\n".encode()
 
 
-async def _admit(state: State, request: Request, caller: Caller, recipient: Recipient) -> None:
-    """The door check; a refusal writes nothing but its audit row."""
-    try:
-        async with state.pool.acquire() as conn:
-            await service.admit(conn, caller, recipient)
-    except (PeerBlockedError, ApiKeyScopeError) as exc:
-        await audit_rejection(state, request, exc.code, exc.detail)
-        raise
-
-
 async def _audit_call(
     state: State, caller: Caller, request: Request, method: str, recipient: Recipient | None
 ) -> None:
@@ -83,6 +73,25 @@ async def _audit_call(
         )
 
 
+def _context(
+    state: State, caller: Caller, request: Request, recipient: Recipient | None
+) -> a2a_rpc.RpcContext:
+    """What the A2A methods use for this call, taken from the app's resources."""
+    return a2a_rpc.RpcContext(
+        caller=caller,
+        recipient=recipient,
+        ip=client_ip(request),
+        pool=state.pool,
+        clock=state.clock,
+        hub=state.hub,
+        queue=state.agent_queue,
+        task_events=state.task_events,
+        identity=state.identity,
+        max_message_chars=state.settings.max_message_chars,
+        permission_ttl_seconds=state.settings.permission_ttl_seconds,
+    )
+
+
 async def _dispatch(
     state: State, caller: Caller, request: Request, endpoint: tuple[str, str] | None
 ) -> Response:
@@ -93,12 +102,32 @@ async def _dispatch(
         rpc_id, name, params = parse_call(caller.body)
     except (ParseError, InvalidRequestError) as exc:
         return JSONResponse(error_envelope(None, exc), status_code=400)
+    try:
+        return await _call(state, caller, request, endpoint, rpc_id, name, params)
+    except (PeerBlockedError, ApiKeyScopeError) as exc:
+        # The door refused: at the endpoint's recipient below, or (on /a2a) at the recipient
+        # the message names, inside the method. Either way the refusal writes nothing else.
+        await audit_rejection(state, request, exc.code, exc.detail)
+        raise
+
+
+async def _call(
+    state: State,
+    caller: Caller,
+    request: Request,
+    endpoint: tuple[str, str] | None,
+    rpc_id: Any,
+    name: str,
+    params: Any,
+) -> Response:
+    """Admit the caller to the endpoint's recipient (once: the methods admit only a recipient
+    a /a2a message names), then run the method with its unparsed ``params``."""
     recipient: Recipient | None = None
     if endpoint is not None:
         async with state.pool.acquire() as conn:
             recipient = await service.resolve_recipient(conn, *endpoint)
-        await _admit(state, request, caller, recipient)
-    ctx = a2a_rpc.RpcContext(state, caller, recipient, client_ip(request))
+            await service.admit(conn, caller, recipient)
+    ctx = _context(state, caller, request, recipient)
     try:
         version = _version(request)
         if version not in SUPPORTED_VERSIONS:

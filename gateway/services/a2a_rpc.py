@@ -3,6 +3,10 @@
 Unary methods return the ``result`` object; streaming methods return an async iterator of
 ``StreamResponse`` objects (``{"task": …}`` first, then ``{"statusUpdate": …}`` until a terminal
 or interrupted state, A2A §4.6). Protocol errors are :class:`a2a.protocol.JSONRPCError`.
+
+Each call's ``params`` are validated once, by the method that receives them; the door check
+(:func:`gateway.services.federation.admit`) runs once per call: at the edge for an endpoint's
+recipient (before any method runs), here for a recipient a ``/a2a`` message names.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import asyncpg
 from pydantic import BaseModel, ValidationError
 
 from a2a.confer import ConferMetadata
@@ -27,13 +32,16 @@ from a2a.protocol import (
     UnsupportedOperationError,
     message_text,
 )
-from gateway.errors import ValidationFailedError
+from gateway.agents.queue import TaskQueue
+from gateway.clock import Clock
+from gateway.errors import RecipientNotFoundError, ValidationFailedError
+from gateway.realtime.hub import EventHub
 from gateway.services import federated_changes, federation
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
-from gateway.services.tasks import Recipient, status_update, task_json
-from gateway.state import AppState
+from gateway.services.identity import Identity
+from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.store.tasks import TaskRow
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,12 +49,25 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass(frozen=True)
 class RpcContext:
-    """One authenticated call: the app, the caller, the endpoint's recipient (None = /a2a)."""
+    """One authenticated call and what its methods use.
 
-    state: AppState
+    ``recipient`` is the endpoint's recipient, already admitted by the edge; None on ``/a2a``,
+    where a message names its own. ``ip`` is the caller's address for the audit row.
+    ``max_message_chars`` bounds a message's text; a consent request expires
+    ``permission_ttl_seconds`` after ``clock.now()``.
+    """
+
     caller: A2ACaller
     recipient: Recipient | None
     ip: str | None
+    pool: asyncpg.Pool
+    clock: Clock
+    hub: EventHub
+    queue: TaskQueue
+    task_events: TaskEvents
+    identity: Identity
+    max_message_chars: int
+    permission_ttl_seconds: float
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -65,38 +86,45 @@ def _params(model: type[M], raw: Any) -> M:
 
 
 async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
-    """The endpoint's recipient, or on ``/a2a`` the one named by ``tenant`` or metadata."""
-    async with ctx.state.pool.acquire() as conn:
-        recipient = ctx.recipient
-        if recipient is None:
-            if params.tenant:
-                recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
-            else:
-                did = ConferMetadata.of(params.message.metadata).recipient
-                recipient = await federation.recipient_for_did(conn, ctx.state.identity, did)
+    """The endpoint's recipient (admitted at the edge), or on ``/a2a`` the one named by
+    ``tenant`` (an agent id) or ``metadata.confer.recipient`` (a local DID), admitted here.
+
+    Raises RecipientNotFoundError, PeerBlockedError, ApiKeyScopeError.
+    """
+    if ctx.recipient is not None:
+        return ctx.recipient
+    did = ConferMetadata.of(params.message.metadata).recipient
+    async with ctx.pool.acquire() as conn:
+        if params.tenant:
+            recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
+        elif did:
+            recipient = await federation.recipient_for_did(conn, ctx.identity, did)
+        else:
+            raise RecipientNotFoundError(
+                "name the recipient: params.tenant (an agent id) or "
+                "message.metadata.confer.recipient (a local DID)"
+            )
         await federation.admit(conn, ctx.caller, recipient)
     return recipient
 
 
-async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
-    params = _params(SendMessageParams, raw)
-    text = message_text(params.message, ctx.state.settings.max_message_chars)
-    await federation.check_sender(ctx.caller, params, pool=ctx.state.pool, ip=ctx.ip)
+async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bool]:
+    """Store a new message (or return the first answer to a retried one)."""
+    text = message_text(params.message, ctx.max_message_chars)
+    await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
     recipient = await _recipient(ctx, params)
-    state = ctx.state
-    task, created = await federation.receive_message(
+    return await federation.receive_message(
         ctx.caller,
         recipient,
         params,
         text,
         ctx.ip,
-        pool=state.pool,
-        hub=state.hub,
-        queue=state.agent_queue,
-        clock=state.clock,
-        permission_ttl_seconds=state.settings.permission_ttl_seconds,
+        pool=ctx.pool,
+        hub=ctx.hub,
+        queue=ctx.queue,
+        clock=ctx.clock,
+        permission_ttl_seconds=ctx.permission_ttl_seconds,
     )
-    return task, created
 
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
@@ -104,55 +132,51 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     a peer's edit or delete of an earlier message → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
     change = ConferMetadata.of(params.message.metadata).change()
-    if change is not None:
-        text = ""
-        if change[0] == "edit":
-            text = message_text(params.message, ctx.state.settings.max_message_chars)
-        await federation.check_sender(ctx.caller, params, pool=ctx.state.pool, ip=ctx.ip)
-        recipient = await _recipient(ctx, params)
-        state = ctx.state
-        return await federated_changes.apply_change(
-            ctx.caller,
-            recipient,
-            params,
-            text,
-            pool=state.pool,
-            hub=state.hub,
-            clock=state.clock,
-            task_events=state.task_events,
-        )
-    task, _ = await _send(ctx, raw)
-    return {"task": task_json(task)}
+    if change is None:
+        task, _ = await _send(ctx, params)
+        return {"task": task_json(task)}
+    text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
+    await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    recipient = await _recipient(ctx, params)
+    return await federated_changes.apply_change(
+        ctx.caller,
+        recipient,
+        params,
+        text,
+        pool=ctx.pool,
+        hub=ctx.hub,
+        clock=ctx.clock,
+        task_events=ctx.task_events,
+    )
 
 
 async def get_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``GetTask`` → ``Task`` (A2A §9: the result is the Task itself)."""
     params = _params(GetTaskParams, raw)
-    row = await tasks_service.get_task(ctx.state.pool, ctx.caller.ref, params.id)
+    row = await tasks_service.get_task(ctx.pool, ctx.caller.ref, params.id)
     return task_json(row, history_length=params.historyLength)
 
 
 async def list_tasks(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``ListTasks`` → ``ListTasksResponse`` of the caller's tasks at this endpoint."""
     params = _params(ListTasksParams, raw or {})
-    return await tasks_service.list_tasks(ctx.state.pool, ctx.caller.ref, ctx.recipient, params)
+    return await tasks_service.list_tasks(ctx.pool, ctx.caller.ref, ctx.recipient, params)
 
 
 async def cancel_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``CancelTask`` → the canceled ``Task``; TaskNotCancelable once terminal."""
     params = _params(TaskIdParams, raw)
-    state = ctx.state
     row = await tasks_service.cancel_task(
-        state.pool, state.clock, state.task_events, ctx.caller.ref, params.id
+        ctx.pool, ctx.clock, ctx.task_events, ctx.caller.ref, params.id
     )
     return task_json(row)
 
 
 async def _follow(ctx: RpcContext, row: TaskRow, *, stop_on_interrupt: bool) -> AsyncIterator[Any]:
     """Yield status updates of ``row``'s task until it ends (or is interrupted)."""
-    async with ctx.state.task_events.watch(row.id) as queue:
+    async with ctx.task_events.watch(row.id) as queue:
         # Re-read after subscribing, so an update between the first read and now is not lost.
-        current = await tasks_service.get_task(ctx.state.pool, ctx.caller.ref, row.id)
+        current = await tasks_service.get_task(ctx.pool, ctx.caller.ref, row.id)
         if current.state != row.state:
             yield status_update(current)
         state = current.state
@@ -168,7 +192,7 @@ def _finished(state: str, stop_on_interrupt: bool) -> bool:
 
 async def send_streaming_message(ctx: RpcContext, raw: Any) -> AsyncIterator[dict[str, Any]]:
     """``SendStreamingMessage``: the Task as submitted, then its status until it settles."""
-    task, created = await _send(ctx, raw)
+    task, created = await _send(ctx, _params(SendMessageParams, raw))
     if created:
         submitted = task_json(task)
         submitted["status"] = {"state": "TASK_STATE_SUBMITTED"}
@@ -188,7 +212,7 @@ async def _stream(
 async def subscribe_to_task(ctx: RpcContext, raw: Any) -> AsyncIterator[dict[str, Any]]:
     """``SubscribeToTask``: the current Task, then updates until terminal (A2A §4.6)."""
     params = _params(TaskIdParams, raw)
-    row = await tasks_service.get_task(ctx.state.pool, ctx.caller.ref, params.id)
+    row = await tasks_service.get_task(ctx.pool, ctx.caller.ref, params.id)
     if row.state in TERMINAL_STATES:
         raise UnsupportedOperationError(f"task {row.id} is already {row.state}")
     return _stream([{"task": task_json(row)}], ctx, row, stop_on_interrupt=False)

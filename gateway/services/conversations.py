@@ -258,9 +258,7 @@ async def check_can_post(
     may not post in ``conversation``. Locks the conversation's row until the transaction
     ends (posts to one conversation serialise on it anyway), so a concurrent archive or
     removal cannot slip in between."""
-    archived = await conn.fetchval(
-        "SELECT archived_at FROM conversations WHERE id = $1 FOR UPDATE", conversation.id
-    )
+    archived = await conv_store.lock_conversation_archived_at(conn, conversation_id=conversation.id)
     if archived is not None:
         raise ConversationArchivedError("the conversation is archived (read-only)")
     membership = await conv_store.get_membership(

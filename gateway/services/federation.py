@@ -65,11 +65,9 @@ async def resolve_recipient(conn: asyncpg.Connection, kind: str, name: str) -> R
     raise RecipientNotFoundError(f"no {kind[:-1]} {name!r} here")
 
 
-async def recipient_for_did(
-    conn: asyncpg.Connection, identity: Identity, did: str | None
-) -> Recipient:
+async def recipient_for_did(conn: asyncpg.Connection, identity: Identity, did: str) -> Recipient:
     """The local user or agent with DID ``did``. Raises RecipientNotFoundError."""
-    subject = identity.local_subject(did) if did else None
+    subject = identity.local_subject(did)
     if subject is None:
         raise RecipientNotFoundError(f"{did!r} is not a user or agent of this instance")
     return await resolve_recipient(conn, *subject)

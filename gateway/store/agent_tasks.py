@@ -166,6 +166,66 @@ async def renew_leases(
     return {r["id"] for r in records}
 
 
+async def insert_waiting(
+    conn: asyncpg.Connection, *, agent_id: str, conversation_id: str, trigger_message_id: str
+) -> str:
+    """Store a ``waiting`` task (its owner is away), or re-point the conversation's waiting
+    task at ``trigger_message_id``; returns its id. Not announced: it is queued on release."""
+    task_id = await conn.fetchval(
+        """INSERT INTO agent_tasks (id, agent_id, conversation_id, trigger_message_id, status)
+           VALUES ($1, $2, $3, $4, 'waiting')
+           ON CONFLICT (conversation_id) WHERE status = 'waiting'
+           DO UPDATE SET trigger_message_id = EXCLUDED.trigger_message_id
+           RETURNING id""",
+        new_id(),
+        agent_id,
+        conversation_id,
+        trigger_message_id,
+    )
+    return str(task_id)
+
+
+async def fail_superseded_waiting(
+    conn: asyncpg.Connection, *, owner_id: str, now: datetime
+) -> None:
+    """Fail the owner's waiting tasks whose conversation and agent already have a queued task
+    (a newer message started it while the owner was online)."""
+    await conn.execute(
+        """UPDATE agent_tasks w SET status = 'failed', finished_at = $2,
+                  error = 'superseded by a newer task'
+           FROM agents a
+           WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
+             AND EXISTS (SELECT 1 FROM agent_tasks q WHERE q.status = 'queued'
+                         AND q.conversation_id = w.conversation_id
+                         AND q.agent_id = w.agent_id)""",
+        owner_id,
+        now,
+    )
+
+
+async def release_waiting(conn: asyncpg.Connection, *, owner_id: str) -> list[Dispatch]:
+    """Move the waiting tasks of ``owner_id``'s agents to ``queued``; returns them for the
+    caller to announce in the same unit of work. Run :func:`fail_superseded_waiting` first:
+    a conversation may have one queued task per agent."""
+    records = await conn.fetch(
+        """UPDATE agent_tasks w SET status = 'queued'
+           FROM agents a
+           WHERE w.agent_id = a.id AND a.user_id = $1 AND w.status = 'waiting'
+           RETURNING w.id, w.agent_id, w.conversation_id""",
+        owner_id,
+    )
+    return [Dispatch(r["agent_id"], r["id"], r["conversation_id"]) for r in records]
+
+
+async def list_owners_with_waiting(conn: asyncpg.Connection) -> list[str]:
+    """The user ids owning an agent with a ``waiting`` task."""
+    records = await conn.fetch(
+        """SELECT DISTINCT a.user_id FROM agent_tasks w JOIN agents a ON a.id = w.agent_id
+           WHERE w.status = 'waiting'"""
+    )
+    return [str(r["user_id"]) for r in records]
+
+
 async def withdraw_waiting(
     conn: asyncpg.Connection, *, conversation_id: str, reason: str, now: datetime
 ) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg
@@ -288,3 +289,14 @@ async def update_conversation(
 async def lock_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
     """Serialise membership changes of one conversation (row lock until commit)."""
     await conn.execute("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", conversation_id)
+
+
+async def lock_conversation_archived_at(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> datetime | None:
+    """Lock the conversation's row until commit and return its ``archived_at`` (None while
+    open, and for an unknown id)."""
+    archived: datetime | None = await conn.fetchval(
+        "SELECT archived_at FROM conversations WHERE id = $1 FOR UPDATE", conversation_id
+    )
+    return archived

@@ -268,6 +268,16 @@ async def account_active(conn: asyncpg.Connection, *, user_id: str) -> bool:
     return bool(await conn.fetchval(f"SELECT {condition}", user_id))
 
 
+async def get_allow_offline_response(conn: asyncpg.Connection, *, user_id: str) -> bool:
+    """The user's ``preferences.privacy.allow_offline_response`` (False when unset)."""
+    value = await conn.fetchval(
+        """SELECT (preferences_json -> 'privacy' ->> 'allow_offline_response')::boolean
+           FROM users WHERE id = $1""",
+        user_id,
+    )
+    return bool(value)
+
+
 async def get_foreign_user_did(conn: asyncpg.Connection, *, instance_did: str) -> str | None:
     """One user DID that is not under ``instance_did`` (deleted users included), or None."""
     did: str | None = await conn.fetchval(

@@ -10,20 +10,17 @@ import asyncpg
 
 from gateway.agents.peer_tasks import release_present_owners
 from gateway.services import consent
-from gateway.state import AppState
 
 log = logging.getLogger(__name__)
 
 
-async def run_sweeper(state: AppState) -> None:
-    """Deny expired permission requests and release held ones until cancelled."""
+async def run_sweeper(pool: asyncpg.Pool, deps: consent.Deciding, *, interval: float) -> None:
+    """Deny expired permission requests and release held ones every ``interval`` seconds,
+    until cancelled (runs under the worker supervisor)."""
     while True:
         try:
-            deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)
-            await consent.expire_due(state.pool, deps)
-            await release_present_owners(
-                state.pool, state.clock, state.hub, state.agent_queue, state.task_events
-            )
+            await consent.expire_due(pool, deps)
+            await release_present_owners(pool, deps.clock, deps.hub, deps.queue, deps.task_events)
         except (asyncpg.PostgresError, OSError) as exc:
             log.warning("consent sweeper: database error: %s", exc)
-        await asyncio.sleep(state.settings.permission_sweep_seconds)
+        await asyncio.sleep(interval)

@@ -351,3 +351,68 @@ async def test_401s_name_the_schemes_the_endpoint_accepts(setup) -> None:
     assert rest.status_code == 401
     assert rest.headers["www-authenticate"].startswith("Bearer")
     assert "accept-signature" not in rest.headers
+
+
+async def _written(b: Instance) -> dict[str, int]:
+    tables = ("messages", "a2a_tasks", "federation_inbox", "audit_log")
+    return {t: await count(b, f"SELECT count(*) FROM {t}") for t in tables}
+
+
+async def _rejections(b: Instance) -> list[str]:
+    async with b.state.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT details_json FROM audit_log WHERE action = 'federation.inbound.rejected'"
+            " ORDER BY created_at"
+        )
+    return [r["details_json"]["code"] for r in rows]
+
+
+async def test_one_send_message_is_validated_once_and_admitted_once(setup) -> None:
+    b, bob, peer = setup
+    instance_url = f"{b.base_url}/a2a"
+    # Malformed params: -32602 on both doors, and nothing is stored or audited.
+    bad = b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": 7}}'
+    before = await _written(b)
+    for path, url in (("/users/bob/a2a", endpoint(b)), ("/a2a", instance_url)):
+        response = await b.client.post(path, content=bad, headers=peer.signed_headers(url, bad))
+        assert response.status_code == 200, response.text
+        assert response.json()["error"]["code"] == -32602
+    assert await _written(b) == before
+
+    body = peer.rpc("hello")
+    first = await b.client.post(
+        "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+    )
+    assert first.status_code == 200, first.text
+    [contact] = (await bob.request("GET", "/v1/contacts")).json()
+    blocked = await bob.request(
+        "PATCH", f"/v1/contacts/{contact['id']}", json={"trust_level": "blocked"}
+    )
+    assert blocked.status_code == 200
+    # A blocked peer is refused once per request, whichever door: the endpoint's recipient
+    # at the edge, the recipient a /a2a message names in the method. One audit row each.
+    before = await _written(b)
+    for path, url, body in (
+        ("/users/bob/a2a", endpoint(b), peer.rpc("let me in")),
+        ("/a2a", instance_url, peer.rpc("let me in", recipient=bob.did)),
+    ):
+        response = await b.client.post(path, content=body, headers=peer.signed_headers(url, body))
+        assert response.status_code == 403, response.text
+        assert response.json()["code"] == "peer_blocked"
+    after = await _written(b)
+    assert after == {**before, "audit_log": before["audit_log"] + 2}
+    assert await _rejections(b) == ["peer_blocked", "peer_blocked"]
+
+
+async def test_the_instance_endpoint_asks_for_a_recipient(setup) -> None:
+    b, _, peer = setup
+    url = f"{b.base_url}/a2a"
+    body = peer.rpc("to whom?")  # signed, but names no recipient
+    before = await _written(b)
+    response = await b.client.post("/a2a", content=body, headers=peer.signed_headers(url, body))
+    assert response.status_code == 404, response.text
+    problem = response.json()
+    assert problem["code"] == "recipient_not_found"
+    assert "None" not in problem["detail"]
+    assert "tenant" in problem["detail"] and "recipient" in problem["detail"]
+    assert await _written(b) == before
