@@ -79,7 +79,6 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
 
 async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
     params = _params(SendMessageParams, raw)
-    text = message_text(params.message, ctx.state.settings.max_message_chars)
     federation.check_sender(ctx.caller, params)
     recipient = await _recipient(ctx, params)
     state = ctx.state
@@ -87,8 +86,8 @@ async def _send(ctx: RpcContext, raw: Any) -> tuple[TaskRow, bool]:
         ctx.caller,
         recipient,
         params,
-        text,
         ctx.ip,
+        max_chars=state.settings.max_message_chars,
         pool=state.pool,
         hub=state.hub,
         queue=state.agent_queue,
