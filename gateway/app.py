@@ -157,7 +157,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             )
             state = app.state.confer
             workers: list[tuple[str, WorkerFactory]] = [
-                ("delivery", DeliveryWorker(pool, http, identity, clock, settings, policy).run),
+                (
+                    "delivery",
+                    DeliveryWorker(pool, http, identity, clock, settings, policy, hub).run,
+                ),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(state)),
                 ("translate", lambda: run_auto_translator(context.translator, state.hub)),
