@@ -8,7 +8,14 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                 "inReplyTo": "01J…", "action": "ask",
                 "taskId": "01J…", "decision": "allow_once",
                 "edit": {"messageId": "01J…", "version": 2}, "delete": {"messageId": "01J…"},
-                "heldUntilOwnerReturns": true}}
+                "heldUntilOwnerReturns": true,
+                "contentType": "code", "language": "en", "via": "web",
+                "citations": [{"source": "RFC 9421", "trust_level": "authoritative"}],
+                "translation": {"from": "de", "to": "en", "provider": "openai"}}}
+
+A message's content rides in its parts (:func:`message_parts`, read back with
+:func:`read_parts`): ``content`` as one text part, ``content_json`` as one data part
+(``mediaType`` :data:`CONTENT_MEDIA_TYPE`), and ``contentType`` names what they are.
 
 Member names are the wire names (camelCase, like the rest of ProtoJSON). Reading a peer's
 metadata is tolerant, as A2A §4.5 asks of unknown fields: unknown members are ignored and a
@@ -33,10 +40,22 @@ from pydantic import (
     field_validator,
 )
 
-from a2a.protocol import InvalidParamsError
+from a2a.protocol import InvalidParamsError, Part
 
 CONFER_KEY = "confer"
 """The member of ``metadata`` that holds Confer's extension data."""
+
+CONTENT_MEDIA_TYPE = "application/json"
+"""``mediaType`` of the data part that carries a message's ``content_json``."""
+
+CITATIONS_MEDIA_TYPE = "application/vnd.confer.citations+json"
+"""``mediaType`` of the data part a message with neither text nor ``content_json`` (a citation
+message without text) carries instead, since A2A requires non-empty ``parts``; it repeats
+``confer.citations`` for readers that do not know Confer, and Confer receivers skip it."""
+
+CONTENT_MEMBERS = frozenset({"contentType", "citations", "language", "translation", "via"})
+"""Members that describe the message's content: malformed, the message cannot be stored as
+sent (:attr:`ConferMetadata.malformed`)."""
 
 ChangeKind = Literal["edit", "delete"]
 
@@ -74,6 +93,11 @@ class ConferMetadata(BaseModel):
     - ``edit`` / ``delete``: this message changes an earlier one (:class:`ConferChange`).
     - ``heldUntilOwnerReturns``: on a ``Task``, the request was delivered and the agent's
       answer waits for its offline owner.
+    - ``contentType``: the Confer content type of the parts (``text`` when absent; ``code``,
+      ``tool_call``, ``tool_result``, ``citation``, ``file`` …); ``citations``, ``language``
+      (the human language of the text), ``translation`` (``{"from", "to", "provider"}``) and
+      ``via`` (the client it was sent from) as the sender stored them. Their inner shape is the
+      receiver's to check, by the rules it applies to its own clients.
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -90,6 +114,11 @@ class ConferMetadata(BaseModel):
     edit: ConferChange | None = None
     delete: ConferChange | None = None
     heldUntilOwnerReturns: StrictBool | None = None
+    contentType: StrictStr | None = None
+    citations: list[dict[str, Any]] | None = None
+    language: StrictStr | None = None
+    translation: dict[str, Any] | None = None
+    via: StrictStr | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)
@@ -115,6 +144,11 @@ class ConferMetadata(BaseModel):
         parsed._malformed = bad
         return parsed
 
+    @property
+    def malformed(self) -> frozenset[str]:
+        """Members present in the peer's metadata that did not fit their type (read as absent)."""
+        return self._malformed
+
     def change(self) -> tuple[ChangeKind, ConferChange] | None:
         """``("edit" | "delete", change)`` when the message changes an earlier one, else None.
 
@@ -135,21 +169,65 @@ class ConferMetadata(BaseModel):
         return {CONFER_KEY: self.model_dump(exclude_none=True)}
 
 
+def message_parts(
+    content: str | None, content_json: Any = None, citations: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """A2A ``parts`` (A2A §4.5 ``Part``) for a message's content.
+
+    ``content`` (when not empty) is a text part; ``content_json`` (when not None) a data part
+    with ``mediaType`` :data:`CONTENT_MEDIA_TYPE`. With neither, a data part of
+    ``citations`` (:data:`CITATIONS_MEDIA_TYPE`), else an empty text part: ``parts`` is never
+    empty.
+    """
+    parts: list[dict[str, Any]] = []
+    if content:
+        parts.append({"text": content})
+    if content_json is not None:
+        parts.append({"data": content_json, "mediaType": CONTENT_MEDIA_TYPE})
+    if not parts and citations:
+        parts.append({"data": citations, "mediaType": CITATIONS_MEDIA_TYPE})
+    return parts or [{"text": ""}]
+
+
+def read_parts(parts: list[Part]) -> tuple[str, Any]:
+    """``(text, content_json)`` of a message's parts: the text parts joined by newlines (``""``
+    when there are none) and the ``data`` of the first data part that is not the citations
+    stand-in (None when there is none). Inverse of :func:`message_parts`."""
+    text = "\n".join(p.text for p in parts if p.text)
+    data = next(
+        (
+            p.data
+            for p in parts
+            if p.text is None
+            and p.data is not None
+            and (p.model_extra or {}).get("mediaType") != CITATIONS_MEDIA_TYPE
+        ),
+        None,
+    )
+    return text, data
+
+
 def send_message_params(
-    *, message_id: str, context_id: str, text: str, confer: ConferMetadata
+    *,
+    message_id: str,
+    context_id: str,
+    text: str,
+    confer: ConferMetadata,
+    parts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A2A 1.0 ``SendMessageRequest`` params (A2A §4.5, §9) for one Confer message.
 
-    A ``ROLE_USER`` message with one text part and ``confer`` as its metadata, sent with
-    ``configuration.returnImmediately`` (the peer answers with the task at once instead of
-    blocking until it ends; delivery is asynchronous anyway).
+    A ``ROLE_USER`` message with ``parts`` (default: one text part of ``text``) and
+    ``confer`` as its metadata, sent with ``configuration.returnImmediately`` (the peer
+    answers with the task at once instead of blocking until it ends; delivery is asynchronous
+    anyway).
     """
     return {
         "message": {
             "messageId": message_id,
             "contextId": context_id,
             "role": "ROLE_USER",
-            "parts": [{"text": text}],
+            "parts": parts if parts is not None else [{"text": text}],
             "metadata": confer.metadata(),
         },
         "configuration": {"returnImmediately": True},

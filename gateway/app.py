@@ -164,7 +164,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             deciding = Deciding(hub, agent_queue, app.state.confer.task_events, clock)
             sweep = settings.permission_sweep_seconds
             workers: list[tuple[str, WorkerFactory]] = [
-                ("delivery", DeliveryWorker(pool, http, identity, clock, settings, policy).run),
+                (
+                    "delivery",
+                    DeliveryWorker(pool, http, identity, clock, settings, policy, hub).run,
+                ),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
                 ("translate", lambda: run_auto_translator(context.translator, hub)),

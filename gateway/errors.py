@@ -49,6 +49,7 @@ The hierarchy (wire code in brackets)::
         ApiKeyNotFoundError [api_key_not_found]
         ContactNotFoundError [contact_not_found]
         PermissionNotFoundError [permission_not_found]
+        DestinationNotFoundError [destination_not_found]
       ConflictError [conflict]
         UsernameTakenError [username_taken]
         ConversationArchivedError [conversation_archived]
@@ -154,6 +155,10 @@ class RecipientNotFoundError(NotFoundError):
 
 class UserNotFoundError(NotFoundError):
     code, title = "user_not_found", "No such user"
+
+
+class DestinationNotFoundError(NotFoundError):
+    code, title = "destination_not_found", "No such federation destination"
 
 
 class ConflictError(ConferError):

@@ -162,3 +162,74 @@ class InstanceStats(ConferModel):
     peer_agents: int
     audit_events_24h: int
     login_failures_24h: int
+
+
+class OutboxEntryPublic(ConferModel):
+    """One ``federation_outbox`` row for an operator (``GET /v1/admin/federation/outbox``).
+
+    The fields of :class:`models.federation_api.DeliveryPublic`, plus ``endpoint`` (the URL
+    it is POSTed to), ``leased_until`` (a worker holds it until then) and ``original`` (False
+    for an edit, delete or decision notice that names ``message_id``).
+    """
+
+    id: Ulid
+    message_id: Ulid
+    destination: str
+    peer_did: str
+    endpoint: str
+    state: Annotated[str, Field(description="queued | retrying | delivered | failed")]
+    attempts: int
+    next_attempt_at: Timestamp | None = None
+    leased_until: Timestamp | None = None
+    reason: str | None = None
+    parked: bool = False
+    original: bool = True
+    delivered_at: Timestamp | None = None
+    failed_at: Timestamp | None = None
+    created_at: Timestamp
+
+
+class OutboxPage(ConferModel):
+    """Outbox rows newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    items: list[OutboxEntryPublic]
+    next_before: Ulid | None = None
+
+
+class DestinationPublic(ConferModel):
+    """A peer instance the outbox delivers to (``GET /v1/admin/federation/destinations``).
+
+    ``failures`` counts consecutive failed attempts since ``failing_since``; ``parked_at`` is
+    set while the destination is parked (only a probe every ``delivery_probe_seconds``);
+    ``pending`` counts undelivered rows, the oldest queued at ``oldest_pending_at``.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "destination": "b.example",
+                    "failures": 12,
+                    "failing_since": _TIME,
+                    "last_error": "ConnectError: [Errno 111] Connection refused",
+                    "parked_at": _TIME,
+                    "pending": 3,
+                    "oldest_pending_at": _TIME,
+                }
+            ]
+        }
+    )
+
+    destination: str
+    failures: int = 0
+    failing_since: Timestamp | None = None
+    last_error: str | None = None
+    parked_at: Timestamp | None = None
+    pending: int = 0
+    oldest_pending_at: Timestamp | None = None
+
+
+class DestinationList(ConferModel):
+    """Destinations by name (at most 1000)."""
+
+    items: list[DestinationPublic]

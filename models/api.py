@@ -13,6 +13,7 @@ from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, StoredJson, Timestamp, Ulid
+from .federation_api import DeliveryPublic
 from .messages import Citation, ContentType, Message, Translation
 from .translation import MessageLanguage
 from .users import UserPreferences
@@ -327,6 +328,10 @@ class MessageDetail(ConferModel):
     read_by: list[dict[str, JsonValue]] = Field(default_factory=list)
     delivered_at: Timestamp | None = None
     previous_versions: list[MessageVersionPublic] = Field(default_factory=list)
+    deliveries: list[DeliveryPublic] = Field(
+        default_factory=list,
+        description="Where the message stands with each peer it is sent to (federation).",
+    )
 
 
 class ReadCreate(ConferModel):

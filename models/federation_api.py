@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from .base import ConferModel, Timestamp, Ulid
 
@@ -41,3 +41,61 @@ class PermissionDecisionCreate(ConferModel):
 
     decision: Literal["allow_once", "allow_always", "deny"]
     scope: Literal["peer", "peer_action", "global"] | None = None
+
+
+DeliveryState = Literal["queued", "retrying", "delivered", "failed"]
+"""Where a message's delivery to one peer stands: ``queued`` (not attempted yet), ``retrying``
+(an attempt failed; the next is at ``next_attempt_at``), ``delivered``, ``failed`` (given up
+for good; ``reason`` says why)."""
+
+
+class DeliveryPublic(ConferModel):
+    """A message's delivery to one peer (``GET …/messages/{id}/deliveries``, the
+    ``message.delivery_updated`` event).
+
+    ``destination`` is the peer instance's host (``host:port``), ``peer_did`` the DID the
+    message is addressed to there; ``attempts`` counts the requests sent so far;
+    ``next_attempt_at`` is set while ``retrying`` (a parked destination, ``parked``, is probed
+    every ``delivery_probe_seconds`` instead); ``reason`` is the last failure.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "01J9Z8Q6X3V5N2K7M4R1T0W8YD",
+                    "message_id": "01J9Z8Q6X3V5N2K7M4R1T0W8YC",
+                    "destination": "b.example",
+                    "peer_did": "did:web:b.example:users:bob",
+                    "state": "retrying",
+                    "attempts": 2,
+                    "next_attempt_at": "2026-11-30T09:15:04Z",
+                    "reason": "HTTP 503",
+                    "parked": False,
+                    "delivered_at": None,
+                    "failed_at": None,
+                    "created_at": "2026-11-30T09:15:00Z",
+                }
+            ]
+        }
+    )
+
+    id: Ulid
+    message_id: Ulid
+    destination: str
+    peer_did: str
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: Timestamp | None = None
+    reason: str | None = None
+    parked: bool = False
+    delivered_at: Timestamp | None = None
+    failed_at: Timestamp | None = None
+    created_at: Timestamp
+
+
+class DeliveryList(ConferModel):
+    """``GET …/messages/{id}/deliveries``: one entry per peer the message goes to (empty for a
+    message no peer takes part in)."""
+
+    items: list[DeliveryPublic]

@@ -1,4 +1,5 @@
-"""The admin API (OpenAPI tag ``admin``): users, sessions, audit log, statistics.
+"""The admin API (OpenAPI tag ``admin``): users, sessions, audit log, statistics, and the
+federation outbox with its destinations.
 
 Every route requires an admin's access token (403 ``admin_required`` otherwise).
 """
@@ -6,9 +7,9 @@ Every route requires an admin's access token (403 ``admin_required`` otherwise).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from gateway.deps import Current, State
 from gateway.errors import AdminRequiredError
@@ -22,8 +23,11 @@ from models.admin_api import (
     AdminUserPage,
     AdminUserPublic,
     AuditPage,
+    DestinationList,
+    DestinationPublic,
     DisableCreate,
     InstanceStats,
+    OutboxPage,
 )
 
 _ULID = r"^[0-9A-HJKMNP-TV-Z]{26}$"
@@ -136,3 +140,58 @@ async def read_audit(
 async def stats(_: Admin, state: State) -> InstanceStats:
     """Counts of users, sessions, agents, conversations, messages, peers, audit events."""
     return await admin.instance_stats(state.pool, state.clock)
+
+
+Destination = Annotated[str, Path(max_length=255, description="The peer's host[:port].")]
+
+
+@router.get("/federation/outbox", summary="List the federation outbox")
+async def list_outbox(
+    _: Admin,
+    state: State,
+    status: Annotated[
+        Literal["pending", "delivered", "failed"] | None,
+        Query(description="pending (queued or retrying), delivered or failed."),
+    ] = None,
+    destination: Annotated[str | None, Query(max_length=255)] = None,
+    before: Before = None,
+    limit: Limit = 100,
+) -> OutboxPage:
+    """Outbound deliveries newest first, with their state, attempts and last error."""
+    return await admin.list_outbox(
+        state.pool,
+        state=status,
+        destination=destination.lower() if destination else None,
+        before=before,
+        limit=limit,
+    )
+
+
+@router.get("/federation/destinations", summary="List delivery destinations")
+async def list_destinations(
+    _: Admin,
+    state: State,
+    parked: Annotated[
+        bool | None, Query(description="true: parked ones only; false: the others.")
+    ] = None,
+) -> DestinationList:
+    """Peer instances the outbox delivers to: failures, parked state, pending count."""
+    return await admin.list_destinations(state.pool, parked=parked)
+
+
+@router.post(
+    "/federation/destinations/{destination}/retry",
+    summary="Retry a destination now",
+    responses=problems(404),
+)
+async def retry_destination(
+    destination: Destination, current: Admin, request: Request, state: State
+) -> DestinationPublic:
+    """Unpark the destination and send its pending deliveries now (failed ones stay failed)."""
+    return await admin.retry_destination(
+        state.pool,
+        state.clock,
+        admin_id=current.user.id,
+        destination=destination,
+        ip=client_ip(request),
+    )

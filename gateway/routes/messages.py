@@ -8,8 +8,10 @@ from fastapi import APIRouter, Query, Response
 
 from gateway.deps import Current, State
 from gateway.routes.conversations import _ERRORS, checked_id
+from gateway.services import deliveries
 from gateway.services import messages as service
 from models.api import MembershipPublic, MessageDetail, MessageUpdate, ReadCreate, ThreadPage
+from models.federation_api import DeliveryList
 
 router = APIRouter(tags=["conversations"])
 
@@ -22,6 +24,19 @@ async def get_message(
 ) -> MessageDetail:
     """A visible message, its current ``version``, receipts and previous versions."""
     return await service.get_message(
+        state.pool, current.user, checked_id(conversation_id), checked_id(message_id)
+    )
+
+
+@router.get(_MESSAGE + "/deliveries", summary="Delivery status per peer", responses=_ERRORS)
+async def list_deliveries(
+    conversation_id: str, message_id: str, current: Current, state: State
+) -> DeliveryList:
+    """Where the message stands with each peer instance it is sent to: ``queued``,
+    ``retrying`` (with ``next_attempt_at`` and the last ``reason``), ``delivered`` or
+    ``failed`` (for good, with the ``reason``). Changes arrive as ``message.delivery_updated``
+    events on the sender's stream."""
+    return await deliveries.list_deliveries(
         state.pool, current.user, checked_id(conversation_id), checked_id(message_id)
     )
 

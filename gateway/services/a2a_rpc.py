@@ -110,15 +110,14 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
 
 async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bool]:
     """Store a new message (or return the first answer to a retried one)."""
-    text = message_text(params.message, ctx.max_message_chars)
     await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
     recipient = await _recipient(ctx, params)
     return await federation.receive_message(
         ctx.caller,
         recipient,
         params,
-        text,
         ctx.ip,
+        max_chars=ctx.max_message_chars,
         pool=ctx.pool,
         hub=ctx.hub,
         queue=ctx.queue,

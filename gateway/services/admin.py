@@ -1,4 +1,5 @@
-"""The admin API's operations: users, sessions, the audit log and instance statistics.
+"""The admin API's operations: users, sessions, the audit log, instance statistics, and the
+federation outbox (deliveries, destinations, "retry now").
 
 Every state change is audited with the acting admin's id and client IP (``admin.*``).
 """
@@ -10,10 +11,12 @@ from datetime import datetime
 import asyncpg
 
 from gateway.clock import Clock
-from gateway.errors import ConflictError, UserNotFoundError
+from gateway.errors import ConflictError, DestinationNotFoundError, UserNotFoundError
+from gateway.services.deliveries import delivery_public
 from gateway.store import accounts as accounts_store
 from gateway.store import admin as admin_store
 from gateway.store import audit as audit_store
+from gateway.store import federation as federation_store
 from gateway.store import sessions as sessions_store
 from models.admin_api import (
     AdminSessionList,
@@ -22,7 +25,11 @@ from models.admin_api import (
     AdminUserPublic,
     AuditEntryPublic,
     AuditPage,
+    DestinationList,
+    DestinationPublic,
     InstanceStats,
+    OutboxEntryPublic,
+    OutboxPage,
 )
 
 
@@ -135,3 +142,62 @@ async def instance_stats(pool: asyncpg.Pool, clock: Clock) -> InstanceStats:
     """Counts of users, sessions, agents, conversations, messages, peers and audit events."""
     async with pool.acquire() as conn:
         return InstanceStats(**await admin_store.instance_counts(conn, now=clock.now()))
+
+
+async def list_outbox(
+    pool: asyncpg.Pool,
+    *,
+    state: str | None,
+    destination: str | None,
+    before: str | None,
+    limit: int,
+) -> OutboxPage:
+    """A page of the outbox, newest first, by ``state`` (``pending | delivered | failed``)
+    and ``destination`` (``store.federation.list_outbox``)."""
+    async with pool.acquire() as conn:
+        rows = await federation_store.list_outbox(
+            conn, state=state, destination=destination, before=before, limit=limit
+        )
+    items = [
+        OutboxEntryPublic(
+            **delivery_public(r).model_dump(),
+            endpoint=r["endpoint"],
+            leased_until=r["leased_until"],
+            original=r["original"],
+        )
+        for r in rows
+    ]
+    return OutboxPage(items=items, next_before=items[-1].id if len(items) == limit else None)
+
+
+async def list_destinations(pool: asyncpg.Pool, *, parked: bool | None) -> DestinationList:
+    """Destinations with their health and pending count; ``parked`` filters."""
+    async with pool.acquire() as conn:
+        rows = await federation_store.list_destinations(conn, parked=parked)
+    return DestinationList(items=[DestinationPublic.model_validate(dict(r)) for r in rows])
+
+
+async def retry_destination(
+    pool: asyncpg.Pool, clock: Clock, *, admin_id: str, destination: str, ip: str | None
+) -> DestinationPublic:
+    """ "Retry now": unpark ``destination`` and make its pending deliveries due at once (the
+    workers are woken); audited as ``admin.destination_retry``. Deliveries given up on stay
+    failed. Raises DestinationNotFoundError (404) for a destination the outbox never had."""
+    destination = destination.lower()
+    async with pool.acquire() as conn, conn.transaction():
+        pending = await federation_store.retry_destination_now(
+            conn, destination=destination, now=clock.now()
+        )
+        if pending is None:
+            raise DestinationNotFoundError(f"no deliveries to {destination!r}")
+        await audit_store.insert_audit(
+            conn,
+            action="admin.destination_retry",
+            details={"admin_id": admin_id, "destination": destination, "pending": pending},
+            ip_address=ip,
+        )
+        rows = await federation_store.list_destinations(conn, parked=None)
+    found = next((r for r in rows if r["destination"] == destination), None)
+    return DestinationPublic.model_validate(
+        dict(found) if found else {"destination": destination, "pending": pending}
+    )

@@ -25,7 +25,7 @@ from gateway.db import Transaction, transaction
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import key_consent
+from gateway.services import a2a_content, key_consent
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.policy import Verdict
@@ -291,7 +291,6 @@ async def _settle(
     messages: list[Message] = []
     delivered_id = None
     if is_allowed(permission):
-        text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
         delivered = await messages_store.insert_message(
             conn,
             id=new_id(),
@@ -299,7 +298,7 @@ async def _settle(
             sender_type="peer_agent",
             sender_id=peer.id,
             sender_did=peer.did,
-            content=text,
+            **a2a_content.held_fields(task.history_json[0]),
         )
         await federation_store.insert_inbox(
             conn,

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from a2a.confer import ConferMetadata
-from a2a.protocol import SendMessageParams, agent_text_message
+from a2a.protocol import JSONRPCError, SendMessageParams, agent_text_message
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
@@ -27,7 +27,7 @@ from gateway.errors import (
 )
 from gateway.ids import is_ulid, new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import consent, key_consent, policy
+from gateway.services import a2a_content, consent, key_consent, policy
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
@@ -45,6 +45,7 @@ from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
 from models import Message, PermissionRow
+from models.api import MessageCreate
 
 
 async def resolve_recipient(conn: asyncpg.Connection, kind: str, name: str) -> Recipient:
@@ -129,9 +130,9 @@ async def receive_message(
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
-    text: str,
     ip: str | None,
     *,
+    max_chars: int,
     pool: asyncpg.Pool,
     hub: EventHub,
     queue: TaskQueue,
@@ -152,7 +153,13 @@ async def receive_message(
     (announced on ``queue``) and the owner's stream events (``hub``) commit together, so a
     crash after the commit loses no event a device could miss; a consent request expires
     ``permission_ttl_seconds`` after ``clock.now()``.
+
+    The content is the local post's (:func:`checked_content`): every content type, stored as
+    sent; content a local client could not post raises InvalidParamsError (-32602, audited)
+    before anything is written.
     """
+    content = await checked_content(pool, caller, recipient, params, max_chars, ip)
+    text = a2a_content.policy_text(content)
     remote_id = params.message.messageId
     now = clock.now()
     async with transaction(pool) as tx:
@@ -163,7 +170,7 @@ async def receive_message(
             return existing, False
         verdict = await _verdict(conn, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
-            message, notify = await _store_message(conn, caller, recipient, params, text)
+            message, notify = await _store_message(conn, caller, recipient, params, content)
             await federation_store.insert_inbox(
                 conn,
                 origin_did=caller.origin,
@@ -196,6 +203,40 @@ async def receive_message(
             await consent.announce_request(tx, hub, recipient.user_id, permission, notice)
         await _audit_inbound(conn, caller, recipient, task, verdict, ip)
     return task, True
+
+
+async def checked_content(
+    pool: asyncpg.Pool,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    max_chars: int,
+    ip: str | None,
+) -> MessageCreate:
+    """The message's content as a local post (:func:`a2a_content.received_content`).
+
+    A refusal (InvalidParamsError -32602, ContentTypeNotSupportedError -32005) leaves a
+    ``federation.inbound.rejected`` audit row with the reason, then propagates.
+    """
+    via = "api" if caller.peer is None else None
+    try:
+        return a2a_content.received_content(params.message, max_chars, via=via)
+    except JSONRPCError as exc:
+        async with pool.acquire() as conn:
+            await audit_store.insert_audit(
+                conn,
+                action="federation.inbound.rejected",
+                user_id=recipient.user_id,
+                details={
+                    "method": "SendMessage",
+                    "caller": caller.ref,
+                    "remote_message_id": params.message.messageId,
+                    "code": exc.code,
+                    "detail": exc.message[:500],
+                },
+                ip_address=ip,
+            )
+        raise
 
 
 async def _retried(
@@ -404,12 +445,12 @@ async def _store_message(
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
-    text: str,
+    content: MessageCreate,
 ) -> tuple[Message, list[str]]:
-    """Insert the message in the right conversation (the ``contextId``'s when it names one of
-    ours with this peer, see :func:`peer_conversation`), as a reply when
-    ``metadata.confer.inReplyTo`` names a message of it; returns it and the local users to
-    notify."""
+    """Insert the message (``content`` as the sender stored it) in the right conversation
+    (the ``contextId``'s when it names one of ours with this peer, see
+    :func:`peer_conversation`), as a reply when ``metadata.confer.inReplyTo`` names a message
+    of it; returns it and the local users to notify."""
     in_reply_to = None
     if caller.peer is not None:
         peer = caller.peer.peer
@@ -440,9 +481,8 @@ async def _store_message(
         conn,
         id=new_id(),
         conversation_id=conversation_id,
-        content=text,
-        via=None if caller.peer else "api",
         in_reply_to=in_reply_to,
+        **a2a_content.stored_fields(content),
         **sender,
     )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)

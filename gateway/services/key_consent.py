@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from gateway.ids import new_id
-from gateway.services import policy
+from gateway.services import a2a_content, policy
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import ContactSettings
 from gateway.services.direct import api_conversation
@@ -170,7 +170,6 @@ async def settle(
 
 async def _deliver_held(conn: asyncpg.Connection, scope: dict[str, Any], task: TaskRow) -> Message:
     """Store the held message as the requester's (``via = 'api'``), de-duplicated."""
-    text = "\n".join(p["text"] for p in task.history_json[0]["parts"] if p.get("text"))
     delivered = await messages_store.insert_message(
         conn,
         id=new_id(),
@@ -178,8 +177,7 @@ async def _deliver_held(conn: asyncpg.Connection, scope: dict[str, Any], task: T
         sender_type="user",
         sender_id=scope["requester_user_id"],
         sender_did=scope["requester_did"],
-        content=text,
-        via="api",
+        **a2a_content.held_fields(task.history_json[0], via="api"),
     )
     await federation_store.insert_inbox(
         conn,

@@ -26,6 +26,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services import unread
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
+from gateway.services.deliveries import message_deliveries
 from gateway.services.outbound import Change, queue_for_peers
 from gateway.services.participants import require_membership
 from gateway.store import conversations as conv_store
@@ -54,7 +55,8 @@ async def _local_users(conn: asyncpg.Connection, conversation_id: str) -> list[s
 async def get_message(
     pool: asyncpg.Pool, user: User, conversation_id: str, message_id: str
 ) -> MessageDetail:
-    """A visible message with version, edit time, receipts and previous versions."""
+    """A visible message with version, edit time, receipts, previous versions and its
+    federation deliveries."""
     async with pool.acquire() as conn:
         await require_membership(conn, conversation_id=conversation_id, user=user)
         message = await messages_store.get_message(conn, id=message_id)
@@ -62,6 +64,7 @@ async def get_message(
         if message is None or details is None or message.conversation_id != conversation_id:
             raise MessageNotFoundError(f"no message {message_id}")
         versions = await change_store.list_versions(conn, message_id=message_id)
+        deliveries = await message_deliveries(conn, message_id)
     return MessageDetail(
         message=message,
         version=len(versions) + 1,
@@ -69,6 +72,7 @@ async def get_message(
         read_by=details["read_by_json"] or [],
         delivered_at=details["delivered_at"],
         previous_versions=[MessageVersionPublic(**dict(v)) for v in versions],
+        deliveries=deliveries,
     )
 
 

@@ -8,7 +8,8 @@ transaction that stored it (so the delivery is queued exactly when the change co
 - a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to.
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
-from a typed :class:`a2a.confer.ConferMetadata`. The delivery worker
+from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
+:mod:`gateway.services.a2a_content`. The delivery worker
 (:mod:`gateway.workers.delivery`) signs and posts the rows, in order per destination, so a
 change never overtakes the message it changes.
 """
@@ -23,6 +24,7 @@ import asyncpg
 
 from a2a.confer import ConferChange, ConferMetadata, send_message_params
 from gateway.ids import new_id
+from gateway.services.a2a_content import outbound_metadata, outbound_parts
 from gateway.store import federated_changes as changes_store
 from gateway.store import federation as federation_store
 from gateway.store import tasks as tasks_store
@@ -141,6 +143,7 @@ async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination
         message_id=message.id,
         context_id=context_id,
         text=message.content or "",
+        parts=outbound_parts(message),
         confer=ConferMetadata(
             sender=message.sender_did,
             recipient=d.recipient,
@@ -149,6 +152,7 @@ async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination
             inReplyTo=in_reply_to,
             taskId=item.task_id,
             decision=item.decision,
+            **outbound_metadata(message),
         ),
     )
 

@@ -285,3 +285,128 @@ async def get_destination(conn: asyncpg.Connection, *, destination: str) -> dict
         "SELECT * FROM federation_destinations WHERE destination = $1", destination
     )
     return dict(record) if record else None
+
+
+_DELIVERY_COLUMNS = """o.id, o.destination, pa.did AS peer_did, o.message_id, o.attempts,
+       o.next_attempt_at, o.last_error, o.delivered_at, o.failed_at, o.created_at,
+       (d.parked_at IS NOT NULL) AS parked"""
+_DELIVERY_JOINS = """federation_outbox o JOIN peer_agents pa ON pa.id = o.peer_id
+       LEFT JOIN federation_destinations d ON d.destination = o.destination"""
+# a message's own send, not a later edit, delete or decision notice naming it
+_ORIGINAL_SEND = "(o.payload_json #>> '{message,messageId}') = o.message_id::text"
+
+
+async def list_message_deliveries(
+    conn: asyncpg.Connection, *, message_id: str
+) -> list[asyncpg.Record]:
+    """The outbox rows that send ``message_id`` itself, one per peer, oldest first.
+
+    Columns: ``id``, ``destination``, ``peer_did``, ``message_id``, ``attempts``,
+    ``next_attempt_at``, ``last_error``, ``delivered_at``, ``failed_at``, ``created_at``,
+    ``parked`` (the destination is parked). Rows given up on disappear after the retention
+    window (``retention_outbox_failed_seconds``).
+    """
+    records: list[asyncpg.Record] = await conn.fetch(
+        f"""SELECT {_DELIVERY_COLUMNS} FROM {_DELIVERY_JOINS}
+            WHERE o.message_id = $1 AND {_ORIGINAL_SEND} ORDER BY o.id""",
+        message_id,
+    )
+    return records
+
+
+async def get_delivery_for_sender(
+    conn: asyncpg.Connection, *, outbox_id: str
+) -> asyncpg.Record | None:
+    """The delivery ``outbox_id`` (columns of :func:`list_message_deliveries`) with its
+    message's ``conversation_id`` and ``sender_user_id`` (the sending user, or the owner of
+    the sending agent), when it is a message's own send; else None (edits, deletes,
+    system messages)."""
+    record: asyncpg.Record | None = await conn.fetchrow(
+        f"""SELECT {_DELIVERY_COLUMNS}, m.conversation_id,
+                   CASE m.sender_type WHEN 'user' THEN m.sender_id
+                        WHEN 'own_agent' THEN (SELECT a.user_id FROM agents a
+                                               WHERE a.id = m.sender_id) END AS sender_user_id
+            FROM {_DELIVERY_JOINS} JOIN messages m ON m.id = o.message_id
+            WHERE o.id = $1 AND {_ORIGINAL_SEND}""",
+        outbox_id,
+    )
+    return record
+
+
+async def list_outbox(
+    conn: asyncpg.Connection,
+    *,
+    state: str | None,
+    destination: str | None,
+    before: str | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    """Outbox rows newest first (columns of :func:`list_message_deliveries` plus
+    ``endpoint``, ``leased_until`` and ``original``: a message's own send), filtered by
+    ``state`` (``pending`` | ``delivered`` | ``failed``) and ``destination``, below ``before``."""
+    records: list[asyncpg.Record] = await conn.fetch(
+        f"""SELECT {_DELIVERY_COLUMNS}, o.endpoint, o.leased_until,
+                   {_ORIGINAL_SEND} AS original
+            FROM {_DELIVERY_JOINS}
+            WHERE ($1::text IS NULL
+                   OR ($1 = 'pending' AND o.delivered_at IS NULL AND o.failed_at IS NULL)
+                   OR ($1 = 'delivered' AND o.delivered_at IS NOT NULL)
+                   OR ($1 = 'failed' AND o.failed_at IS NOT NULL))
+              AND ($2::text IS NULL OR o.destination = $2)
+              AND ($3::text IS NULL OR o.id < $3)
+            ORDER BY o.id DESC LIMIT $4""",
+        state,
+        destination,
+        before,
+        limit,
+    )
+    return records
+
+
+async def list_destinations(
+    conn: asyncpg.Connection, *, parked: bool | None
+) -> list[asyncpg.Record]:
+    """Destinations with a health row or pending deliveries, by name: ``destination``,
+    ``failures``, ``failing_since``, ``last_error``, ``parked_at``, ``pending`` (undelivered
+    rows) and ``oldest_pending_at``. ``parked`` True / False keeps only parked / unparked ones."""
+    records: list[asyncpg.Record] = await conn.fetch(
+        """WITH pending AS (
+             SELECT destination, count(*) AS pending, min(created_at) AS oldest_pending_at
+             FROM federation_outbox WHERE delivered_at IS NULL AND failed_at IS NULL
+             GROUP BY destination)
+           SELECT COALESCE(d.destination, p.destination) AS destination,
+                  COALESCE(d.failures, 0) AS failures, d.failing_since, d.last_error,
+                  d.parked_at, COALESCE(p.pending, 0) AS pending, p.oldest_pending_at
+           FROM federation_destinations d FULL JOIN pending p ON p.destination = d.destination
+           WHERE $1::boolean IS NULL OR ((d.parked_at IS NOT NULL) = $1)
+           ORDER BY 1 LIMIT 1000""",
+        parked,
+    )
+    return records
+
+
+async def retry_destination_now(
+    conn: asyncpg.Connection, *, destination: str, now: datetime
+) -> int | None:
+    """Unpark ``destination`` and make its pending deliveries due at ``now`` (waking the
+    workers); returns how many are pending, or None when the destination is unknown (no
+    health row and nothing pending). The failure count restarts, so parking needs a fresh run
+    of failures."""
+    known = await conn.fetchval(
+        """UPDATE federation_destinations
+           SET failures = 0, failing_since = NULL, parked_at = NULL, updated_at = $2
+           WHERE destination = $1 RETURNING 1""",
+        destination,
+        now,
+    )
+    status = await conn.execute(
+        """UPDATE federation_outbox SET next_attempt_at = LEAST(next_attempt_at, $2)
+           WHERE destination = $1 AND delivered_at IS NULL AND failed_at IS NULL""",
+        destination,
+        now,
+    )
+    pending = int(status.split()[-1])
+    if known is None and pending == 0:
+        return None
+    await conn.execute("SELECT pg_notify('confer_outbox', $1)", destination)
+    return pending

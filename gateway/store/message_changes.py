@@ -94,6 +94,8 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
     await conn.execute(
         """UPDATE federation_outbox
            SET payload_json = jsonb_set(payload_json, '{message,parts}', '[{"text": ""}]'::jsonb)
+                 #- '{message,metadata,confer,citations}'
+                 #- '{message,metadata,confer,translation}'
            WHERE message_id = $1 AND delivered_at IS NOT NULL
              AND payload_json #> '{message,parts}' IS NOT NULL""",
         message_id,

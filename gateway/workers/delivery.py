@@ -31,7 +31,8 @@ A destination that fails ``delivery_park_after_failures`` times in a row (or who
 reached ``delivery_max_attempts``) is parked: its deliveries stay queued, in order, and only a
 probe is sent every ``delivery_probe_seconds``. It resumes at once when a probe succeeds or when
 the peer contacts us (any verified inbound request from it, :func:`resume_destination`).
-Every attempt leaves an ``audit_log`` row (``federation.outbound``).
+Every attempt leaves an ``audit_log`` row (``federation.outbound``) and, for a message's own
+send, a ``message.delivery_updated`` event for its sender, in the transaction that records it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy
 from did.resolver import parse_json_object
 from gateway.clock import Clock
+from gateway.db import transaction
+from gateway.realtime.hub import EventHub
+from gateway.services.deliveries import announce_delivery
 from gateway.services.identity import Identity
 from gateway.settings import Settings
 from gateway.store import audit as audit_store
@@ -130,6 +134,8 @@ class DeliveryWorker:
     """Drains ``federation_outbox``; run one per process with :meth:`run` (supervised).
 
     ``policy`` is the outbound address policy (module docstring); the default one is on.
+    With ``hub``, every recorded attempt reaches the sender's devices as a
+    ``message.delivery_updated`` event (:mod:`gateway.services.deliveries`).
     """
 
     def __init__(
@@ -140,8 +146,10 @@ class DeliveryWorker:
         clock: Clock,
         settings: Settings,
         policy: OutboundPolicy | None = None,
+        hub: EventHub | None = None,
     ) -> None:
         self._pool = pool
+        self._hub = hub
         self._client = client
         self._policy = policy or OutboundPolicy()
         self._identity = identity
@@ -281,7 +289,8 @@ class DeliveryWorker:
         self, row: store.OutboxRow, outcome: str, reason: str, retry_after: float | None
     ) -> None:
         now = self._clock.now()
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with transaction(self._pool) as tx:
+            conn = tx.conn
             if outcome == "retry":
                 outcome, reason = await self._retry_or_park(conn, row, reason, retry_after)
             elif outcome == "delivered":
@@ -302,6 +311,8 @@ class DeliveryWorker:
                     "reason": reason,
                 },
             )
+            if self._hub is not None:  # the event commits with the state it reports
+                await announce_delivery(tx, self._hub, row.id)
 
 
 async def resume_destination(pool: asyncpg.Pool, clock: Clock, endpoint: str) -> bool:

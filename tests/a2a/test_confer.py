@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from a2a.confer import ConferChange, ConferMetadata, send_message_params
+from a2a.confer import (
+    CITATIONS_MEDIA_TYPE,
+    CONTENT_MEDIA_TYPE,
+    ConferChange,
+    ConferMetadata,
+    message_parts,
+    read_parts,
+    send_message_params,
+)
 from a2a.protocol import InvalidParamsError, SendMessageParams
 
 SENDER = "did:web:a.example:users:alice"
@@ -145,3 +153,47 @@ def test_task_metadata_held_for_owner() -> None:
     held = ConferMetadata(heldUntilOwnerReturns=True).metadata()
     assert held == {"confer": {"heldUntilOwnerReturns": True}}
     assert ConferMetadata.of(held).heldUntilOwnerReturns is True
+
+
+def test_content_members_read_and_malformed_ones_are_named() -> None:
+    confer = ConferMetadata.of(
+        {
+            "confer": {
+                "contentType": "code",
+                "language": "en",
+                "via": "web",
+                "citations": [{"source": "s", "trust_level": "verified"}],
+                "translation": {"from": "de", "to": "en", "provider": "p"},
+            }
+        }
+    )
+    assert (confer.contentType, confer.language, confer.via) == ("code", "en", "web")
+    assert confer.citations == [{"source": "s", "trust_level": "verified"}]
+    assert confer.translation == {"from": "de", "to": "en", "provider": "p"}
+    assert confer.malformed == frozenset()
+    bad = ConferMetadata.of({"confer": {"contentType": 3, "citations": "s", "via": "web"}})
+    assert bad.contentType is None and bad.citations is None and bad.via == "web"
+    assert bad.malformed == {"contentType", "citations"}
+
+
+@pytest.mark.parametrize(
+    ("content", "content_json", "citations", "parts"),
+    [
+        ("hi", None, None, [{"text": "hi"}]),
+        ("x = 1", {"language": "python"}, None,
+         [{"text": "x = 1"}, {"data": {"language": "python"}, "mediaType": CONTENT_MEDIA_TYPE}]),
+        (None, {"call_id": "c"}, None,
+         [{"data": {"call_id": "c"}, "mediaType": "application/json"}]),
+        (None, None, [{"source": "s"}],
+         [{"data": [{"source": "s"}], "mediaType": CITATIONS_MEDIA_TYPE}]),
+        (None, None, None, [{"text": ""}]),
+    ],
+)  # fmt: skip
+def test_content_maps_onto_parts_and_back(
+    content: str | None, content_json: Any, citations: Any, parts: list[dict[str, Any]]
+) -> None:
+    assert message_parts(content, content_json, citations) == parts
+    message = SendMessageParams.model_validate(
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": parts}}
+    ).message
+    assert read_parts(message.parts) == (content or "", content_json)

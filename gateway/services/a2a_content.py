@@ -1,0 +1,141 @@
+"""A Confer message's content on the A2A wire, both ways, under the local content rules.
+
+Sending (:func:`outbound_parts`): ``content`` becomes a text part, ``content_json`` a data
+part (:func:`a2a.confer.message_parts`); ``content_type``, ``citations``, ``language``,
+``translation`` and ``via`` travel in ``metadata.confer`` (:func:`outbound_metadata`).
+
+Receiving (:func:`received_content`): the parts and metadata become the
+:class:`models.api.MessageCreate` a local client would have posted, checked by the same
+:func:`gateway.services.content.validate_message`: what a local client may not post (a
+``system_notice``, a ``tool_call`` without its ``call_id``, an unknown content type, text
+PostgreSQL cannot store), a peer may not either — InvalidParamsError (-32602). A message
+without ``metadata.confer.contentType`` is plain text, as from any A2A client: it needs a text
+part (ContentTypeNotSupportedError, -32005) and its data parts are not kept.
+
+Files: a ``file`` message travels as its metadata only (``content_json``: the sender's
+``attachment_id``, ``filename``, ``mime_type``, ``size_bytes``); the bytes stay on the
+sender's instance and are not fetched. The receiver stores the metadata as sent, and a message
+without text gets :data:`FILE_NOT_FETCHED` (with the file name) as its text, so its reader
+knows why there is nothing to open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from a2a.confer import CONTENT_MEMBERS, ConferMetadata, message_parts, read_parts
+from a2a.protocol import ContentTypeNotSupportedError, InvalidParamsError, JSONRPCError, Message
+from gateway.errors import ValidationFailedError
+from gateway.services.content import validate_message
+from models import Message as StoredMessage
+from models.api import MessageCreate
+
+FILE_NOT_FETCHED = "{filename} (the file stays on the sender's instance: it is not fetched yet)"
+"""Text of a received ``file`` message that came without text of its own."""
+
+
+def outbound_parts(message: StoredMessage) -> list[dict[str, Any]]:
+    """The A2A ``parts`` of a stored message (text part, data part for ``content_json``)."""
+    citations = _citations(message)
+    return message_parts(message.content, message.content_json, citations)
+
+
+def outbound_metadata(message: StoredMessage) -> dict[str, Any]:
+    """The content members of ``metadata.confer`` for a stored message (keyword arguments of
+    :class:`a2a.confer.ConferMetadata`); a plain text message adds only what it has."""
+    dumped = message.model_dump(mode="json", by_alias=True)
+    return {
+        "contentType": None if message.content_type == "text" else message.content_type,
+        "citations": _citations(message),
+        "language": message.language,
+        "translation": dumped["translation"],
+        "via": message.via,
+    }
+
+
+def _citations(message: StoredMessage) -> list[Any] | None:
+    dumped: list[Any] | None = message.model_dump(mode="json")["citations"]
+    return dumped
+
+
+def received_content(message: Message, max_chars: int, *, via: str | None = None) -> MessageCreate:
+    """The content of a peer's A2A ``message`` as a local post, validated as one.
+
+    ``via`` overrides ``metadata.confer.via`` (an API-key caller's message is ``api``).
+    Raises ContentTypeNotSupportedError (-32005) for a plain message without text, and
+    InvalidParamsError (-32602) for content a local client could not post, for text over
+    ``max_chars`` characters and for malformed content members of ``metadata.confer``.
+    """
+    confer = ConferMetadata.of(message.metadata)
+    bad = sorted(confer.malformed & CONTENT_MEMBERS)
+    if bad:
+        raise InvalidParamsError(f"Invalid params: message.metadata.confer.{bad[0]}")
+    text, content_json = read_parts(message.parts)
+    content_type = confer.contentType or "text"
+    if content_type == "text":
+        if not text:
+            raise ContentTypeNotSupportedError("the message has no text part")
+        content_json = None  # a stock client's data parts have no Confer meaning
+    if len(text) > max_chars:
+        raise InvalidParamsError(f"the message text exceeds {max_chars} characters")
+    try:
+        data = MessageCreate(
+            content=text or None,
+            content_type=content_type,  # type: ignore[arg-type]  # checked by pydantic
+            content_json=content_json,
+            citations=confer.citations,  # type: ignore[arg-type]
+            language=confer.language,
+            translation=confer.translation,  # type: ignore[arg-type]
+            via=via or confer.via,  # type: ignore[arg-type]
+        )
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "." for e in exc.errors())
+        raise InvalidParamsError(f"Invalid params: the message does not fit: {fields}") from exc
+    try:
+        validate_message(data)
+    except ValidationFailedError as exc:
+        raise InvalidParamsError(f"Invalid params: {exc.detail}") from exc
+    if data.content_type == "file" and not data.content and isinstance(content_json, dict):
+        note = FILE_NOT_FETCHED.format(filename=content_json.get("filename", "a file"))
+        data = data.model_copy(update={"content": note})
+    return data
+
+
+def policy_text(data: MessageCreate) -> str:
+    """The text a policy rule and a consent request see: the message's text, else its content
+    type and the name it carries (a tool's, a file's), e.g. ``tool_call: search``."""
+    if data.content:
+        return data.content
+    named = data.content_json if isinstance(data.content_json, dict) else {}
+    name = named.get("name") or named.get("filename") or named.get("call_id")
+    return f"{data.content_type}: {name}" if name else data.content_type
+
+
+def held_fields(history_message: dict[str, Any], *, via: str | None = None) -> dict[str, Any]:
+    """:func:`stored_fields` of a request held for consent, from the A2A message its task keeps
+    (``history[0]``, checked when it arrived); an erased or edited history gives its text."""
+    try:
+        message = Message.model_validate(history_message)
+        return stored_fields(received_content(message, _NO_LIMIT, via=via))
+    except (ValidationError, JSONRPCError):
+        parts = history_message.get("parts") or []
+        text = "\n".join(p["text"] for p in parts if isinstance(p, dict) and p.get("text"))
+        return {"content": text, "via": via}
+
+
+_NO_LIMIT = 1 << 30  # a held message was measured when it arrived
+
+
+def stored_fields(data: MessageCreate) -> dict[str, Any]:
+    """Keyword arguments of :func:`gateway.store.messages.insert_message` for ``data``."""
+    return {
+        "content": data.content,
+        "content_type": data.content_type,
+        "content_json": data.content_json,
+        "via": data.via,
+        "citations": data.model_dump(mode="json")["citations"],
+        "language": data.language,
+        "translation": data.model_dump(mode="json", by_alias=True)["translation"],
+    }
