@@ -41,12 +41,9 @@ ADMIN_DSN = os.environ.get(
 PASSWORD = "correct horse battery"
 
 SERVER = """
-import sys, uvicorn
-from gateway.app import create_app
+from gateway.cli import run_server
 from gateway.settings import Settings
-s = Settings()
-uvicorn.run(create_app(s), host="127.0.0.1", port=s.port, log_level="warning",
-            access_log=False, ws_max_size=s.max_body_bytes, backlog=4096)
+run_server(Settings(host="127.0.0.1"), log_level="warning", backlog=4096)
 """
 
 RAW_SERVER = """

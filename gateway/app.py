@@ -26,7 +26,7 @@ from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.http_errors import install_error_handlers
 from gateway.mcp.deps import ToolDeps
-from gateway.mcp.server import build_mcp
+from gateway.mcp.lazy import LazyMCP
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
 from gateway.routes import (
@@ -94,13 +94,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
     clock = clock or Clock()
-    mcp_server, mcp_app = build_mcp(lambda: app.state.mcp_tools, settings)
+    mcp_app = LazyMCP(lambda: app.state.mcp_tools, settings)  # the MCP SDK loads on first use
     keyring = Keyring.from_setting(settings.encryption_keys)  # ValueError: a clear startup error
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = await asyncio.to_thread(database_url, settings)
-        if settings.migrate_on_start:
+        # Alembic is loaded only when there is something to migrate (start-up time).
+        if settings.migrate_on_start and not await migrations.is_at_head(url):
             await asyncio.to_thread(migrations.upgrade, url)
         pool = await create_pool(url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
@@ -175,11 +176,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
             ]
             try:
-                async with (
-                    supervised(workers),
-                    mcp_server.session_manager.run(),  # mounted apps get no lifespan
-                ):
-                    yield
+                async with supervised(workers):
+                    try:
+                        yield
+                    finally:
+                        await mcp_app.aclose()  # mounted apps get no lifespan
             finally:
                 if redis_client is not None:
                     await redis_client.aclose()

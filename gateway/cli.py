@@ -12,6 +12,7 @@ import typer
 import uvicorn
 
 from gateway import cli_memory, migrations
+from gateway.access_log import queued_access_log
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
 from gateway.errors import ConferError, NotFoundError
@@ -36,13 +37,26 @@ def serve(
     """Run the gateway (embedded PostgreSQL unless CONFER_DATABASE_URL is set)."""
     overrides: dict[str, Any] = {"host": host, "port": port}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        ws_max_size=settings.max_body_bytes,
-    )
+    run_server(settings)
+
+
+def run_server(settings: Settings, **uvicorn_options: Any) -> None:
+    """Serve ``settings``' gateway with uvicorn until interrupted (what ``confer serve`` runs).
+
+    The access log follows ``settings.access_log`` (:mod:`gateway.access_log`); any other
+    ``uvicorn.Config`` option may be passed (benches raise ``backlog``, lower ``log_level``).
+    """
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": "info",
+        "access_log": settings.access_log != "off",
+        "ws_max_size": settings.max_body_bytes,
+        **uvicorn_options,
+    }
+    config = uvicorn.Config(create_app(settings), **options)  # configures logging
+    with queued_access_log(settings.access_log, settings.access_log_sample_every):
+        uvicorn.Server(config).run()
 
 
 @app.command()

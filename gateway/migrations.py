@@ -8,21 +8,26 @@ The functions are synchronous because alembic drives its own event loop (``async
 from a thread when an event loop is running, ``await asyncio.to_thread(migrations.upgrade, url)``.
 Alembic keeps its migration context in module globals, so do not run two of them concurrently in
 one process.
+
+Alembic and SQLAlchemy are imported only when a function here needs them (about a second of
+start-up): :func:`is_at_head` answers "is there anything to migrate?" with one asyncpg query
+and the revision ids written in ``alembic/versions``, so a server whose database is current
+never loads them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import alembic.command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.pool import NullPool
+import asyncpg
+
+from gateway.store import system as system_store
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 ALEMBIC_INI = ROOT / "alembic.ini"
@@ -38,6 +43,8 @@ def to_sqlalchemy_url(database_url: str) -> str:
     socket directory) reaches asyncpg unchanged. libpq's ``sslmode`` becomes asyncpg's ``ssl``,
     which takes the same values. Raises ``ValueError`` for a URL that is not PostgreSQL.
     """
+    from sqlalchemy.engine import make_url
+
     url = make_url(database_url)
     if url.drivername not in _POSTGRES_SCHEMES:
         raise ValueError(f"not a PostgreSQL URL: {url.drivername}://…")
@@ -54,6 +61,8 @@ def alembic_config(database_url: str | None = None) -> Config:
     ``script_location`` is absolute (computed from this file), so the current directory does not
     matter; ``env.py`` is told not to reconfigure the caller's logging.
     """
+    from alembic.config import Config
+
     config = Config(str(ALEMBIC_INI))
     config.set_main_option("script_location", str(SCRIPT_LOCATION))
     if database_url is not None:
@@ -66,11 +75,15 @@ def alembic_config(database_url: str | None = None) -> Config:
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Migrate the database at ``database_url`` up to ``revision`` (default: the newest)."""
+    import alembic.command
+
     alembic.command.upgrade(alembic_config(database_url), revision)
 
 
 def downgrade(database_url: str, revision: str) -> None:
     """Migrate the database at ``database_url`` down to ``revision`` (``"base"``: no tables)."""
+    import alembic.command
+
     alembic.command.downgrade(alembic_config(database_url), revision)
 
 
@@ -81,6 +94,8 @@ def current_revision(database_url: str) -> str | None:
 
 def head_revision() -> str:
     """Return the newest revision in ``alembic/versions`` (raises if the history has two heads)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
         raise RuntimeError(f"no migrations found in {SCRIPT_LOCATION / 'versions'}")
@@ -88,7 +103,11 @@ def head_revision() -> str:
 
 
 async def _current_revision(sqlalchemy_url: str) -> str | None:
-    def read(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
+
+    def read(connection: Any) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
     engine = create_async_engine(sqlalchemy_url, poolclass=NullPool)
@@ -97,3 +116,39 @@ async def _current_revision(sqlalchemy_url: str) -> str | None:
             return await connection.run_sync(read)
     finally:
         await engine.dispose()
+
+
+_REVISION = re.compile(r"^revision(?:\s*:[^=]*)?\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+_DOWN_REVISION = re.compile(
+    r"^down_revision(?:\s*:[^=]*)?\s*=\s*(?:[\"']([^\"']+)[\"']|None)", re.MULTILINE
+)
+
+
+def declared_head() -> str:
+    """The newest revision as written in ``alembic/versions`` (no Alembic import): the one
+    revision no other names as its ``down_revision``. Equals :func:`head_revision` for a
+    linear history (a test holds them together); raises ``RuntimeError`` otherwise."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (SCRIPT_LOCATION / "versions").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        revision, down = _REVISION.search(text), _DOWN_REVISION.search(text)
+        if revision is None or down is None:
+            raise RuntimeError(f"{path.name}: no plain revision/down_revision assignment")
+        revisions.add(revision.group(1))
+        if down.group(1):
+            parents.add(down.group(1))
+    heads = revisions - parents
+    if len(heads) != 1:
+        raise RuntimeError(f"expected one head in {SCRIPT_LOCATION / 'versions'}, found {heads}")
+    return heads.pop()
+
+
+async def is_at_head(database_url: str) -> bool:
+    """True when the database at ``database_url`` is already at :func:`declared_head`, so
+    :func:`upgrade` would do nothing (one asyncpg connection, no Alembic import)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await system_store.get_alembic_revision(conn) == declared_head()
+    finally:
+        await conn.close()

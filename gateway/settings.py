@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -36,6 +37,14 @@ class Settings(BaseSettings):
     migrate_on_start: bool = True
     db_pool_min: int = Field(default=1, gt=0)
     db_pool_max: int = Field(default=10, gt=0)
+    access_log: Literal["off", "sampled", "on"] = Field(
+        default="off",
+        description="HTTP access log of `confer serve`: off, sampled or on; written by a "
+        "background thread, never by the event loop.",
+    )
+    access_log_sample_every: int = Field(
+        default=100, gt=0, description="`sampled`: log one request in this many (and every 5xx)."
+    )
 
     allow_http_dids: bool = Field(
         default=False, description="Resolve did:web over plain http:// (local development only)."

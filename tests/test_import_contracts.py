@@ -20,3 +20,18 @@ def test_import_contracts_are_kept() -> None:
         [lint_imports, "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_serving_imports_neither_mcp_nor_alembic() -> None:
+    """Start-up cost: the MCP SDK loads on the first /mcp request, Alembic and SQLAlchemy
+    only when there is something to migrate (gateway.mcp.lazy, gateway.migrations)."""
+    code = (
+        "import sys, gateway.app\n"
+        "loaded = {name.split('.')[0] for name in sys.modules}\n"
+        "heavy = sorted(loaded & {'mcp', 'alembic', 'sqlalchemy'})\n"
+        "print(','.join(heavy))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""

@@ -463,13 +463,21 @@ def test_head_revision_is_the_script_directory_head() -> None:
     assert migrations.head_revision() == script.get_current_head()
 
 
+def test_declared_head_is_alembics_head() -> None:
+    """The start-up check reads revision ids without Alembic: it must agree with Alembic."""
+    assert migrations.declared_head() == migrations.head_revision()
+
+
 async def test_current_revision_follows_upgrades(empty_database: str) -> None:
     assert await asyncio.to_thread(migrations.current_revision, empty_database) is None
+    assert not await migrations.is_at_head(empty_database)
     await asyncio.to_thread(migrations.upgrade, empty_database, "0001")
     assert await asyncio.to_thread(migrations.current_revision, empty_database) == "0001"
+    assert not await migrations.is_at_head(empty_database)
     await asyncio.to_thread(migrations.upgrade, empty_database)
     head = ScriptDirectory.from_config(migrations.alembic_config()).get_current_head()
     assert await asyncio.to_thread(migrations.current_revision, empty_database) == head
+    assert await migrations.is_at_head(empty_database)
 
 
 async def test_downgrade_to_base_leaves_an_empty_schema_and_upgrade_works_again(

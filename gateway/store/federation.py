@@ -81,24 +81,31 @@ async def claim_due(
     Only the head of each destination's queue is eligible, so one request is in flight per
     destination and deliveries to it keep their order. A lease that lapses (a crashed worker)
     makes the row eligible again. A parked destination only gets a probe once per
-    ``probe_interval`` (its ``parked_at`` is moved on by each probe).
+    ``probe_interval`` (its ``parked_at`` is moved on by each probe). ``limit`` counts due
+    heads only, so heads that are parked, leased or backing off never crowd out due ones.
+    The lease condition is checked again on the row itself: two workers never claim the same
+    row (READ COMMITTED re-evaluates it on the updated version).
     """
     records = await conn.fetch(
         """WITH heads AS (
-             SELECT DISTINCT ON (destination) id, next_attempt_at, leased_until
+             SELECT DISTINCT ON (destination) id, destination, next_attempt_at, leased_until
              FROM federation_outbox
              WHERE delivered_at IS NULL AND failed_at IS NULL
-             ORDER BY destination, id)
+             ORDER BY destination, id),
+           due AS (
+             SELECT h.id FROM heads h
+             WHERE h.next_attempt_at <= $1
+               AND (h.leased_until IS NULL OR h.leased_until < $1)
+               AND NOT EXISTS (SELECT 1 FROM federation_destinations d
+                               WHERE d.destination = h.destination
+                                 AND d.parked_at > $1 - $4::interval)
+             ORDER BY h.next_attempt_at LIMIT $3)
            UPDATE federation_outbox o
            SET leased_until = $1::timestamptz + $2::interval, attempts = o.attempts + 1
-           FROM heads h
-           WHERE o.id = h.id AND h.next_attempt_at <= $1
+           FROM due
+           WHERE o.id = due.id
              AND (o.leased_until IS NULL OR o.leased_until < $1)
-             AND NOT EXISTS (SELECT 1 FROM federation_destinations d
-                             WHERE d.destination = o.destination
-                               AND d.parked_at > $1 - $4::interval)
              AND o.delivered_at IS NULL AND o.failed_at IS NULL
-             AND o.id IN (SELECT id FROM heads ORDER BY next_attempt_at LIMIT $3)
            RETURNING o.id, o.destination, o.endpoint, o.sender_did, o.peer_id, o.message_id,
                      o.payload_json, o.attempts""",
         now,
@@ -143,11 +150,26 @@ async def mark_failed(conn: asyncpg.Connection, *, id: str, now: datetime, error
     )
 
 
-async def next_due_at(conn: asyncpg.Connection) -> datetime | None:
-    """When the earliest pending delivery becomes due (None when nothing is pending)."""
+async def next_due_at(
+    conn: asyncpg.Connection, *, probe_interval: timedelta = timedelta(minutes=10)
+) -> datetime | None:
+    """When :func:`claim_due` will next find work (None when nothing is pending).
+
+    Only each destination's head can be claimed, so only heads count: the earliest of their
+    retry times, pushed past a live lease, and for a parked destination past its next probe
+    (``parked_at + probe_interval``, the same rule as :func:`claim_due`). Rows queued behind a
+    head keep their original ``next_attempt_at`` and must not wake the worker.
+    """
     value = await conn.fetchval(
-        """SELECT MIN(GREATEST(next_attempt_at, COALESCE(leased_until, next_attempt_at)))
-           FROM federation_outbox WHERE delivered_at IS NULL AND failed_at IS NULL"""
+        """WITH heads AS (
+             SELECT DISTINCT ON (destination) destination, next_attempt_at, leased_until
+             FROM federation_outbox
+             WHERE delivered_at IS NULL AND failed_at IS NULL
+             ORDER BY destination, id)
+           SELECT MIN(GREATEST(h.next_attempt_at, h.leased_until,
+                               d.parked_at + $1::interval))
+           FROM heads h LEFT JOIN federation_destinations d ON d.destination = h.destination""",
+        probe_interval,
     )
     return value  # type: ignore[no-any-return]
 

@@ -121,14 +121,3 @@ async def delete_device_sessions(conn: asyncpg.Connection, *, user_id: str, devi
         "DELETE FROM sessions WHERE user_id = $1 AND device_id = $2", user_id, device_id
     )
     return int(status.split()[-1])
-
-
-async def touch_session(conn: asyncpg.Connection, *, id: str, now: datetime) -> None:
-    """Record activity, at most once a minute per session (keeps authentication read-mostly)."""
-    await conn.execute(
-        """UPDATE sessions SET last_active_at = $2 WHERE id = $1
-           AND (last_active_at IS NULL
-                OR last_active_at < $2::timestamptz - interval '60 seconds')""",
-        id,
-        now,
-    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -61,6 +62,33 @@ async def insert_user(
 async def get_user(conn: asyncpg.Connection, *, id: str) -> User | None:
     """The user with this id, deleted or not; None when absent."""
     record = await conn.fetchrow("SELECT * FROM users WHERE id = $1", id)
+    return _user(record) if record else None
+
+
+async def get_session_user(
+    conn: asyncpg.Connection, *, session_id: str, user_id: str, now: datetime
+) -> User | None:
+    """The user (deleted or not) of session ``session_id`` while it is live for ``user_id``
+    (exists, not expired at ``now``); None once it has ended.
+
+    The same statement records the session's activity (``last_active_at``), at most once a
+    minute so authentication stays read-mostly: a request costs one round trip.
+    """
+    record = await conn.fetchrow(
+        """WITH live AS (
+             SELECT id, last_active_at FROM sessions
+             WHERE id = $1 AND user_id = $2 AND expires_at > $3),
+           touched AS (
+             UPDATE sessions s SET last_active_at = $3
+             FROM live
+             WHERE s.id = live.id
+               AND (live.last_active_at IS NULL
+                    OR live.last_active_at < $3::timestamptz - interval '60 seconds'))
+           SELECT u.* FROM users u WHERE u.id = $2 AND EXISTS (SELECT 1 FROM live)""",
+        session_id,
+        user_id,
+        now,
+    )
     return _user(record) if record else None
 
 

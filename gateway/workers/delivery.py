@@ -3,7 +3,8 @@
 Rows are leased (``claim_due``) so several gateway processes can share the outbox; only the
 oldest pending row of each destination is eligible, which keeps per-destination order. A
 ``NOTIFY confer_outbox`` from the sending transaction wakes the worker at once; otherwise it
-sleeps until the next retry is due.
+sleeps until the earliest due head of any destination (a parked one's until its next probe):
+rows waiting behind a head never wake it, so peers that are down cost nothing between attempts.
 
 Every request (deliveries and parked-destination probes alike) goes through the process's
 ``did.outbound.OutboundPolicy``, the one DID resolution uses: the endpoint's host must resolve
@@ -199,7 +200,9 @@ class DeliveryWorker:
 
     async def _sleep(self) -> None:
         async with self._pool.acquire() as conn:
-            due = await store.next_due_at(conn)
+            due = await store.next_due_at(
+                conn, probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds)
+            )
         wait = IDLE_WAIT
         if due is not None:
             wait = min(IDLE_WAIT, max(0.0, (due - self._clock.now()).total_seconds()))

@@ -154,6 +154,36 @@ async def test_list_and_revoke_sessions(instance: Instance) -> None:
     assert [s["device_id"] for s in listing] == ["laptop"]
 
 
+async def test_authentication_records_activity_once_a_minute_and_sees_logout_at_once(
+    database_url: str,
+) -> None:
+    """One statement authenticates: it still sees a logout on the very next request, and
+    moves ``last_active_at`` only when the last recorded activity is over a minute old."""
+    clock = Clock()
+    async with run_instance(database_url, clock=clock) as instance:
+        await instance.register("alice", PASSWORD)
+        phone = await _login(instance, "phone")
+
+        async def last_active() -> float:
+            async with instance.state.pool.acquire() as conn:
+                value = await conn.fetchval(
+                    "SELECT last_active_at FROM sessions WHERE id = $1", phone["session_id"]
+                )
+            return float(value.timestamp())
+
+        opened = await last_active()
+        assert await _me(instance, phone["access_token"]) == 200
+        assert await last_active() == opened
+        clock.offset = 61.0
+        assert await _me(instance, phone["access_token"]) == 200
+        assert await last_active() >= opened + 60
+        response = await instance.client.post(
+            "/v1/auth/logout", headers={"Authorization": f"Bearer {phone['access_token']}"}
+        )
+        assert response.status_code == 204
+        assert await _me(instance, phone["access_token"]) == 401
+
+
 async def test_new_login_on_the_same_device_replaces_its_session(instance: Instance) -> None:
     await instance.register("alice", PASSWORD)
     old = await _login(instance, "phone")
