@@ -42,6 +42,7 @@ pytestmark = [
 
 expect = playwright_api.expect
 TIMEOUT = 45_000  # ms; federation hops on a loaded machine
+expect.set_options(timeout=TIMEOUT)
 
 
 @contextlib.asynccontextmanager
@@ -237,3 +238,130 @@ async def test_docs_render_with_no_network(database_url: str) -> None:
             timeout=TIMEOUT
         )
         assert outside == [], outside
+
+
+# Records every text the streaming bubble shows, so a test can tell that partial text was on
+# screen before the final message replaced it (the offline provider streams fast).
+RECORD_STREAMS = """
+window.__streamed = [];
+new MutationObserver(() => {
+  for (const el of document.querySelectorAll('[data-testid=streaming] .text')) {
+    const t = el.textContent;
+    if (t && window.__streamed[window.__streamed.length - 1] !== t) window.__streamed.push(t);
+  }
+}).observe(document, { subtree: true, childList: true, characterData: true });
+"""
+
+
+async def open_chat(page: Any, target: str) -> None:
+    await page.get_by_role("button", name="New chat").click()
+    await page.get_by_label("Username or DID").fill(target)
+    await page.get_by_role("button", name="Open").click()
+
+
+async def open_conversation(page: Any, base_url: str, title: str) -> None:
+    await page.goto(base_url + "/#/")
+    conv = page.get_by_test_id("conversation").filter(has_text=title)
+    await expect(conv).to_have_count(1)
+    await conv.click()
+    await expect(page.get_by_role("heading", level=2)).to_have_text(title)
+
+
+async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> None:
+    """A file between two people of A; a group of A and B; bob approves a request to his agent
+    from alice (policy ``ask``); alice watches her own agent stream its answer."""
+    started = time.monotonic()
+    a_db, b_db = await make_database(), await make_database()
+    steps: list[str] = []
+    async with contextlib.AsyncExitStack() as stack:
+        a_url = await stack.enter_async_context(confer_process(free_port(), a_db, steps.append))
+        b_url = await stack.enter_async_context(confer_process(free_port(), b_db, steps.append))
+        browser = await stack.enter_async_context(chromium())
+        pages = []
+        for size in ({"width": 1280, "height": 800}, {"width": 1280, "height": 800}, None):
+            ctx = await browser.new_context(
+                viewport=size or {"width": 390, "height": 844}, accept_downloads=True
+            )
+            await ctx.add_init_script(RECORD_STREAMS)
+            page = await ctx.new_page()
+            page.on("dialog", lambda dialog: dialog.accept())
+            page.set_default_timeout(TIMEOUT)
+            pages.append(page)
+        alice, carol, bob = pages
+        await register(alice, a_url, "alice")
+        await register(carol, a_url, "carol")
+        bob_did = await register(bob, b_url, "bob")
+
+        # A file from alice to carol (both on A): upload, then carol downloads the same bytes.
+        # File bytes do not cross instances yet: a peer receives only a message's text.
+        await open_chat(alice, "carol")
+        await expect(alice.get_by_role("heading", level=2)).to_have_text("carol")
+        payload = b"Quarterly numbers\n" * 200
+        await alice.get_by_label("Attach a file").set_input_files(
+            {"name": "q3-plan.txt", "mimeType": "text/plain", "buffer": payload}
+        )
+        await expect(alice.get_by_role("button", name=re.compile("Download q3-plan.txt"))).to_have_count(1)
+        await expect(alice.get_by_test_id("pending")).to_have_count(0)
+        await open_conversation(carol, a_url, "alice")
+        async with carol.expect_download() as download_info:
+            await carol.get_by_role("button", name=re.compile("Download q3-plan.txt")).click()
+        download = await download_info.value
+        assert download.suggested_filename == "q3-plan.txt"
+        assert Path(await download.path()).read_bytes() == payload
+        await shot(carol, "chat-file")
+
+        # A group of alice, carol (A) and bob (B): alice's message reaches both.
+        await alice.get_by_role("button", name="New group").click()
+        await alice.get_by_label("Name", exact=True).fill("launch")
+        await alice.get_by_label(re.compile("^Members")).fill(f"carol {bob_did}")
+        await alice.get_by_role("button", name="Create group").click()
+        await expect(alice.get_by_role("heading", level=2)).to_have_text("launch")
+        await expect(alice.get_by_text("3 members")).to_be_visible()
+        await send(alice, "Ship it on Friday")
+        await expect(message(alice, "Ship it on Friday")).to_have_count(1)
+        for page, url in ((carol, a_url), (bob, b_url)):
+            await page.goto(url + "/#/")
+            conv = page.get_by_test_id("conversation").filter(has_text="Ship it on Friday")
+            await expect(conv).to_have_count(1)
+            await conv.click()
+            await expect(message(page, "Ship it on Friday")).to_have_count(1)
+        await send(carol, "Carol agrees")
+        await expect(message(alice, "Carol agrees")).to_have_count(1)
+        await shot(alice, "group-desktop")
+
+        # Alice addresses bob's agent; its policy asks bob; he approves once in the client.
+        await bob.goto(b_url + "/#/agent")
+        agent_did = await bob.get_by_test_id("agent-did").inner_text()
+        assert ":agents:" in agent_did
+        await bob.goto(b_url + "/#/")
+        await open_chat(alice, agent_did)
+        await send(alice, "May I see the Q3 plan?")
+        await expect(message(alice, "May I see the Q3 plan?")).to_have_count(1)
+        request = bob.get_by_test_id("conversation").filter(has_text="Permission request")
+        await expect(request).to_have_count(1)
+        await request.click()
+        card = bob.get_by_role("group", name="Permission request")
+        await expect(card).to_contain_text("ask")
+        await shot(bob, "permission-request-phone")
+        await card.get_by_role("button", name="Approve once").click()
+        await expect(message(alice, "Approved: your request was delivered.")).to_have_count(1)
+        await expect(card.get_by_role("status")).to_contain_text("approved once")
+        held = bob.get_by_test_id("message").filter(has=bob.locator(".who", has_text="alice"))
+        await expect(held).to_have_text(re.compile("May I see the Q3 plan"))
+        await expect(bob.get_by_test_id("message").first.locator(".who")).to_have_text("Confer")
+        await shot(bob, "permission-approved-phone")
+
+        # Alice's own agent streams its answer: partial text first, then the final message.
+        await alice.get_by_role("button", name="New chat").click()
+        await alice.get_by_role("button", name="Chat with my agent").click()
+        await send(alice, "What do you remember about the launch?")
+        answer = message(alice, "This is Confer's offline provider")
+        await expect(answer).to_have_count(1)
+        await expect(alice.get_by_test_id("streaming")).to_have_count(0)
+        final = await answer.locator(".text").inner_text()
+        streamed = await alice.evaluate("window.__streamed")
+        assert streamed, "no partial answer was shown while the agent streamed"
+        assert all(final.startswith(s.strip()) for s in streamed), (streamed, final)
+        assert len(streamed[0]) < len(final)
+        await shot(alice, "agent-answer")
+    print(f"browser test took {time.monotonic() - started:.1f} s")

@@ -139,6 +139,10 @@ function NewChat() {
         <button type="submit">Open</button>
       </form>
       <p class="muted">Your DID: <code data-testid="my-did">{store.me?.did}</code></p>
+      {store.me?.agent_did && (
+        <p><button onClick={() => store.openDirect(store.me.agent_did).then((id) => go(`/c/${id}`), (err) => setError(errorText(err)))}>
+          Chat with my agent</button></p>
+      )}
     </section>
   );
 }
@@ -188,33 +192,40 @@ async function download(id: string, filename: string) {
 }
 
 function PermissionCard({ m }: { m: Message }) {
+  const s = useStore();
   const j = m.content_json ?? {};
   const [scope, setScope] = useState("peer_action");
-  const [done, setDone] = useState("");
+  const [failed, setFailed] = useState("");
+  const decided = j.permission_id ? s.decisions.get(j.permission_id) : undefined;
   async function decide(decision: string) {
+    setFailed("");
     try {
-      await store.api.call("POST", `/v1/permissions/${j.permission_id}/decision`, {
+      const row = await s.api.call("POST", `/v1/permissions/${j.permission_id}/decision`, {
         decision, scope: decision === "allow_always" ? scope : undefined,
       });
-      setDone(decision);
+      s.decided(row);
     } catch (err) {
-      setDone(`failed: ${errorText(err)}`);
+      setFailed(errorText(err));
     }
   }
+  const label: Record<string, string> = { allow_once: "approved once", allow_always: "approved always", deny: "denied" };
   return (
     <div class="permission" role="group" aria-label="Permission request">
-      <p><strong>Permission request</strong> ({j.level}): {j.action}</p>
-      {m.content && <p>{m.content}</p>}
+      <p><strong>Permission request</strong> · level {j.level} · action <code>{j.action}</code></p>
+      {m.content && <p class="text">{m.content}</p>}
       {j.scope && <pre class="json">{JSON.stringify(j.scope, null, 2)}</pre>}
-      {done ? <p role="status">Decision: {done}</p> : j.permission_id && (
+      {failed && <p role="alert" class="error">{failed}</p>}
+      {decided ? <p role="status">Decision: {label[decided] ?? decided} <span class="muted">({decided})</span></p> : j.permission_id && (
         <div class="row">
           <button onClick={() => decide("allow_once")}>Approve once</button>
-          <button onClick={() => decide("allow_always")}>Approve always</button>
-          <label>for <select value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
-            <option value="peer_action">this action of this peer</option>
-            <option value="peer">everything from this peer</option>
-            <option value="global">this action, any peer</option>
-          </select></label>
+          <span class="always">
+            <button onClick={() => decide("allow_always")}>Approve always</button>
+            <label>for <select aria-label="Approve always for" value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
+              <option value="peer_action">this action of this peer</option>
+              <option value="peer">everything from this peer</option>
+              <option value="global">this action, any peer</option>
+            </select></label>
+          </span>
           <button class="danger" onClick={() => decide("deny")}>Deny</button>
         </div>
       )}
@@ -334,7 +345,7 @@ function Chat({ id }: { id: string }) {
       <header class="chat-head">
         <a href="#/" class="back" aria-label="Back to conversations">←</a>
         <h2>{s.title(conv)}</h2>
-        <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : conv.participants.find((p) => p.did !== s.me.did)?.did}</span>
+        <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : conv.participants.find((p) => p.did !== s.me.did && p.did !== s.me.agent_did)?.did}</span>
         {conv.type === "group" && <a href={`#/c/${id}/members`}>Members</a>}
       </header>
       <ol class="messages" aria-label="Messages" aria-live="polite">
@@ -346,7 +357,7 @@ function Chat({ id }: { id: string }) {
           return (
             <li key={m.id} class={mine ? "msg mine" : "msg"} data-testid="message" data-id={m.id}>
               <div class="meta">
-                <span class="who">{mine ? "You" : s.nameOf(m.sender_did, conv)}</span>
+                <span class="who">{mine ? "You" : s.senderName(m, conv)}</span>
                 <time dateTime={m.created_at}>{new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</time>
                 {m.edited && !m.deleted && <span class="muted"> (edited)</span>}
               </div>
@@ -463,7 +474,7 @@ function AgentSettings() {
   return (
     <section class="panel">
       <h2>My agent</h2>
-      <p class="muted">DID: <code>{agent.did}</code></p>
+      <p class="muted">DID: <code data-testid="agent-did">{agent.did}</code></p>
       <form onSubmit={save}>
         <label>Name <input name="name" defaultValue={agent.name} required /></label>
         <label>Description <textarea name="description" defaultValue={agent.description ?? ""} rows={2} /></label>

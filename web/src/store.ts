@@ -52,6 +52,8 @@ export class Store {
   pending: Pending[] = JSON.parse(localStorage.getItem(PENDING) || "[]");
   streams = new Map<string, { conversation_id: string; text: string; seq: number }>();
   typing = new Map<string, { name: string; until: number }>();
+  /** permission id → its decision (null while pending), from /v1/permissions and live events. */
+  decisions = new Map<string, string | null>();
   connection: ConnectionState = "offline";
   openId: string | null = null;
   error: string | null = null;
@@ -128,6 +130,8 @@ export class Store {
         if (page.items[0]) this.last.set(c.id, page.items[0]);
       }),
     );
+    const permissions = await this.api.call("GET", "/v1/permissions?limit=200");
+    this.decisions = new Map((permissions as any[]).map((p) => [p.id, settled(p.decision)]));
     this.messages.clear();
     if (this.openId) await this.loadMessages(this.openId);
     this.changed();
@@ -173,15 +177,33 @@ export class Store {
   nameOf(did: string | null | undefined, conv?: Conversation): string {
     if (!did) return "unknown";
     if (did === this.me?.did) return "you";
+    if (did === this.me?.agent_did) return "My agent";
     const p = conv?.participants.find((x) => x.did === did);
     if (p?.name) return p.name;
-    const tail = did.split(":").pop() || did;
+    const parts = did.split(":");
+    const tail = parts.pop() || did;
+    // did:web:host:agents:<id> names no person: say whose instance it is on instead.
+    if (parts[parts.length - 1] === "agents") return `Agent on ${decodeURIComponent(parts[2] ?? "")}`;
     return decodeURIComponent(tail);
+  }
+
+  /** Who a message is from, as the list shows it. */
+  senderName(m: Message, conv?: Conversation): string {
+    if (m.sender_did) return m.sender_did === this.me?.agent_did ? "Your agent" : this.nameOf(m.sender_did, conv);
+    if (m.sender_type === "own_agent") return "Your agent";
+    if (m.sender_type === "system") return "Confer";
+    return "unknown";
+  }
+
+  decided(row: { id: string; decision?: string | null }) {
+    this.decisions.set(row.id, settled(row.decision));
+    this.changed();
   }
 
   title(c: Conversation): string {
     if (c.name) return c.name;
     const others = c.participants.filter((p) => p.did !== this.me?.did && p.did !== this.me?.agent_did);
+    if (!others.length && c.participants.some((p) => p.did === this.me?.agent_did)) return "My agent";
     return others.map((p) => p.name || this.nameOf(p.did)).join(", ") || "(just you)";
   }
 
@@ -251,6 +273,10 @@ export class Store {
           const conv = this.conversations.get(d.conversation_id);
           if (conv?.membership && this.openId !== d.conversation_id) void this.refreshConversation(d.conversation_id);
         }
+        break;
+      case "permission.requested":
+      case "permission.decided":
+        this.decisions.set(d.id, settled(d.decision));
         break;
       case "message.delta": {
         const s = this.streams.get(d.task_id) ?? { conversation_id: d.conversation_id, text: "", seq: 0 };
@@ -364,6 +390,11 @@ export class Store {
     this.changed();
     return conv.id;
   }
+}
+
+/** A permission's decision, or null while it is pending. */
+function settled(decision: string | null | undefined): string | null {
+  return decision && decision !== "pending" ? decision : null;
 }
 
 function merge(list: Message[], more: Message[]): Message[] {
