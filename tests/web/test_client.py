@@ -10,6 +10,7 @@ go to ``.data/screenshots/``. Skipped with the reason when no chromium or no Pla
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import re
@@ -300,14 +301,17 @@ async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> 
         await alice.get_by_label("Attach a file").set_input_files(
             {"name": "q3-plan.txt", "mimeType": "text/plain", "buffer": payload}
         )
-        await expect(alice.get_by_role("button", name=re.compile("Download q3-plan.txt"))).to_have_count(1)
+        await expect(
+            alice.get_by_role("button", name=re.compile("Download q3-plan.txt"))
+        ).to_have_count(1)
         await expect(alice.get_by_test_id("pending")).to_have_count(0)
         await open_conversation(carol, a_url, "alice")
         async with carol.expect_download() as download_info:
             await carol.get_by_role("button", name=re.compile("Download q3-plan.txt")).click()
         download = await download_info.value
         assert download.suggested_filename == "q3-plan.txt"
-        assert Path(await download.path()).read_bytes() == payload
+        saved = await download.path()
+        assert await asyncio.to_thread(Path(saved).read_bytes) == payload
         await shot(carol, "chat-file")
 
         # A group of alice, carol (A) and bob (B): alice's message reaches both.
@@ -364,4 +368,162 @@ async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> 
         assert all(final.startswith(s.strip()) for s in streamed), (streamed, final)
         assert len(streamed[0]) < len(final)
         await shot(alice, "agent-answer")
+    print(f"browser test took {time.monotonic() - started:.1f} s")
+
+
+async def token_of(page: Any) -> str:
+    """The access token the client keeps for this browser profile."""
+    tokens = await page.evaluate("JSON.parse(localStorage.getItem('confer.tokens'))")
+    return str(tokens["access_token"])
+
+
+async def test_accounts_receipts_groups_contacts_keys_memories_in_chromium(
+    make_database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read receipts, typing, presence, log out and in, older pages, group rename / archive /
+    leave, contacts (add by DID, alias, block), provider keys (never shown), memories."""
+    started = time.monotonic()
+    key = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+    monkeypatch.setenv("CONFER_ENCRYPTION_KEYS", f"web1:{key}")
+    a_db, b_db = await make_database(), await make_database()
+    async with contextlib.AsyncExitStack() as stack:
+        a_url = await stack.enter_async_context(confer_process(free_port(), a_db, print))
+        b_url = await stack.enter_async_context(confer_process(free_port(), b_db, print))
+        async with httpx.AsyncClient(base_url=b_url, timeout=30) as http:
+            registered = await http.post(
+                "/v1/auth/register", json={"username": "bob", "password": "bob-password-1"}
+            )
+            assert registered.status_code == 201, registered.text
+            bob_did = registered.json()["user"]["did"]
+        browser = await stack.enter_async_context(chromium())
+        pages = []
+        for _ in range(2):
+            ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
+            page = await ctx.new_page()
+            page.on("dialog", lambda dialog: dialog.accept())
+            page.set_default_timeout(TIMEOUT)
+            pages.append(page)
+        alice, carol = pages
+        await register(alice, a_url, "alice")
+        await register(carol, a_url, "carol")
+
+        # Read receipts, typing and presence between alice and carol.
+        await open_chat(alice, "carol")
+        await expect(alice.get_by_role("heading", level=2)).to_have_text("carol")
+        chat_url = alice.url
+        await open_chat(carol, "alice")
+        await send(carol, "Hi from carol")
+        await expect(message(alice, "Hi from carol")).to_have_count(1)
+        await send(alice, "Did you read this?")
+        await expect(message(carol, "Did you read this?")).to_have_count(1)
+        await expect(message(alice, "Did you read this?").get_by_test_id("read")).to_be_visible()
+        await carol.get_by_label("Message", exact=True).press_sequentially("typing")
+        await expect(alice.get_by_text("carol is typing…")).to_be_visible()
+
+        # Carol logs out (alice sees her go offline) and logs in again with her password.
+        await carol.get_by_role("button", name="Log out carol").click()
+        await expect(carol.get_by_role("button", name="Log in", exact=True)).to_be_visible()
+        await expect(alice.get_by_test_id("presence")).to_have_text("offline")
+        await carol.get_by_label("Username").fill("carol")
+        await carol.get_by_label("Password").fill("carol-browser-password")
+        await carol.get_by_role("button", name="Log in", exact=True).click()
+        await expect(carol.get_by_test_id("conversation").filter(has_text="alice")).to_have_count(1)
+        await expect(alice.get_by_test_id("presence")).to_have_text("online")
+        await shot(alice, "chat-receipts-presence")
+
+        # Older messages load page by page (50 at a time).
+        conversation_id = chat_url.rsplit("/", 1)[-1]
+        async with httpx.AsyncClient(base_url=a_url, timeout=30) as http:
+            headers = {"Authorization": f"Bearer {await token_of(alice)}"}
+            for n in range(60):
+                posted = await http.post(
+                    f"/v1/conversations/{conversation_id}/messages",
+                    json={"content": f"filler {n:02d}"},
+                    headers=headers,
+                )
+                assert posted.status_code == 201, posted.text
+        await carol.goto(a_url + "/#/")
+        await carol.reload()
+        await carol.get_by_test_id("conversation").filter(has_text="alice").click()
+        await expect(message(carol, "filler 59")).to_have_count(1)
+        await expect(carol.get_by_test_id("message")).to_have_count(50)
+        await carol.get_by_role("button", name="Load older messages").click()
+        await expect(carol.get_by_test_id("message")).to_have_count(62)
+        await expect(message(carol, "Hi from carol")).to_have_count(1)
+        await expect(carol.get_by_role("button", name="Load older messages")).to_have_count(0)
+
+        # A group: renamed, archived and reopened by alice (its admin); carol leaves it.
+        await alice.get_by_role("button", name="New group").click()
+        await alice.get_by_label("Name", exact=True).fill("team")
+        await alice.get_by_label(re.compile("^Members")).fill("carol")
+        await alice.get_by_role("button", name="Create group").click()
+        await expect(alice.get_by_role("heading", level=2)).to_have_text("team")
+        await send(alice, "Welcome to the team")
+        await expect(carol.get_by_test_id("conversation").filter(has_text="team")).to_have_count(1)
+        await alice.get_by_role("link", name="Members and settings").click()
+        await alice.get_by_label("Group name").fill("core team")
+        await alice.get_by_role("button", name="Rename").click()
+        await expect(alice.get_by_role("heading", level=2)).to_have_text("Members of core team")
+        await expect(
+            carol.get_by_test_id("conversation").filter(has_text="core team")
+        ).to_have_count(1)
+        await alice.get_by_role("button", name="Archive").click()
+        await expect(alice.get_by_role("button", name="Reopen")).to_be_visible()
+        await shot(alice, "group-settings")
+        await alice.get_by_role("link", name="Back to the conversation").click()
+        await expect(alice.get_by_text("This conversation is archived.")).to_be_visible()
+        await expect(alice.get_by_label("Message", exact=True)).to_have_count(0)
+        await alice.get_by_role("link", name="Members and settings").click()
+        await alice.get_by_role("button", name="Reopen").click()
+        await expect(alice.get_by_role("button", name="Archive")).to_be_visible()
+        await carol.get_by_test_id("conversation").filter(has_text="core team").click()
+        await carol.get_by_role("link", name="Members and settings").click()
+        await carol.get_by_role("button", name="Leave group").click()
+        await expect(
+            carol.get_by_test_id("conversation").filter(has_text="core team")
+        ).to_have_count(0)
+        await expect(alice.get_by_test_id("member")).to_have_count(1)  # alice alone
+
+        # Contacts: bob of B by his DID, with an alias; then blocked.
+        await alice.get_by_role("link", name="Contacts").click()
+        await alice.get_by_label("DID").fill(bob_did)
+        await alice.get_by_label("Alias").fill("Bobby")
+        await alice.get_by_role("button", name="Add contact").click()
+        contact = alice.get_by_test_id("contact").filter(has_text="Bobby")
+        await expect(contact).to_have_attribute("data-trust", "unknown")
+        await contact.get_by_role("button", name="Block").click()
+        await expect(contact).to_have_attribute("data-trust", "blocked")
+        await alice.reload()
+        await expect(contact).to_have_attribute("data-trust", "blocked")
+        await shot(alice, "contacts")
+
+        # A provider key: stored, listed by provider only, never shown; then removed.
+        secret = "sk-browser-test-0123456789"
+        await alice.get_by_role("link", name="Agent").click()
+        await alice.get_by_label("Key provider").select_option("openai")
+        await alice.get_by_label("API key").fill(secret)
+        await alice.get_by_role("button", name="Store key").click()
+        await expect(alice.get_by_test_id("llm-key")).to_contain_text("openai")
+        await expect(alice.get_by_label("API key")).to_have_value("")
+        await alice.reload()
+        await expect(alice.get_by_test_id("llm-key")).to_contain_text("openai")
+        assert secret not in await alice.content()
+        await shot(alice, "agent-settings-keys")
+        await alice.get_by_role("button", name="Remove the openai key").click()
+        await expect(alice.get_by_test_id("llm-key")).to_have_count(0)
+
+        # Memories: add, list, search, delete.
+        await alice.get_by_role("link", name="Memories").click()
+        await alice.get_by_label("Memory", exact=True).fill(
+            "The demo deploys every Friday at 16:00 UTC"
+        )
+        await alice.get_by_label("Memory type").select_option("decision")
+        await alice.get_by_role("button", name="Add memory").click()
+        await expect(alice.get_by_test_id("memory")).to_contain_text("deploys every Friday")
+        await alice.get_by_label("Search memories").fill("deploys")
+        await alice.get_by_role("button", name="Search").click()
+        await expect(alice.get_by_test_id("hit")).to_contain_text("deploys every Friday")
+        await shot(alice, "memories")
+        await alice.get_by_role("button", name=re.compile("^Delete memory")).click()
+        await expect(alice.get_by_test_id("memory")).to_have_count(0)
     print(f"browser test took {time.monotonic() - started:.1f} s")
