@@ -2,7 +2,10 @@
 
 Two ``confer serve`` processes on loopback, alice in one browser context on A and bob in another
 on B: register, open a conversation by DID, chat both ways, edit, delete, and a restart of B in
-the middle of the conversation with no message lost or repeated. Screenshots of the main screens
+the middle of the conversation with no message lost or repeated; then a file, a group across
+instances, a permission request approved in the client, the own agent's streamed answer, and
+receipts, typing, presence, logging in again, older pages, group settings, contacts, provider
+keys and memories. Screenshots of the main screens
 go to ``.data/screenshots/``. Skipped with the reason when no chromium or no Playwright is found
 (``.ci/run`` installs both; ``playwright install`` is never needed).
 """
