@@ -139,6 +139,10 @@ function NewChat() {
         <button type="submit">Open</button>
       </form>
       <p class="muted">Your DID: <code data-testid="my-did">{store.me?.did}</code></p>
+      {store.me?.agent_did && (
+        <p><button onClick={() => store.openDirect(store.me.agent_did).then((id) => go(`/c/${id}`), (err) => setError(errorText(err)))}>
+          Chat with my agent</button></p>
+      )}
     </section>
   );
 }
@@ -188,33 +192,40 @@ async function download(id: string, filename: string) {
 }
 
 function PermissionCard({ m }: { m: Message }) {
+  const s = useStore();
   const j = m.content_json ?? {};
   const [scope, setScope] = useState("peer_action");
-  const [done, setDone] = useState("");
+  const [failed, setFailed] = useState("");
+  const decided = j.permission_id ? s.decisions.get(j.permission_id) : undefined;
   async function decide(decision: string) {
+    setFailed("");
     try {
-      await store.api.call("POST", `/v1/permissions/${j.permission_id}/decision`, {
+      const row = await s.api.call("POST", `/v1/permissions/${j.permission_id}/decision`, {
         decision, scope: decision === "allow_always" ? scope : undefined,
       });
-      setDone(decision);
+      s.decided(row);
     } catch (err) {
-      setDone(`failed: ${errorText(err)}`);
+      setFailed(errorText(err));
     }
   }
+  const label: Record<string, string> = { allow_once: "approved once", allow_always: "approved always", deny: "denied" };
   return (
     <div class="permission" role="group" aria-label="Permission request">
-      <p><strong>Permission request</strong> ({j.level}): {j.action}</p>
-      {m.content && <p>{m.content}</p>}
+      <p><strong>Permission request</strong> · level {j.level} · action <code>{j.action}</code></p>
+      {m.content && <p class="text">{m.content}</p>}
       {j.scope && <pre class="json">{JSON.stringify(j.scope, null, 2)}</pre>}
-      {done ? <p role="status">Decision: {done}</p> : j.permission_id && (
+      {failed && <p role="alert" class="error">{failed}</p>}
+      {decided ? <p role="status">Decision: {label[decided] ?? decided} <span class="muted">({decided})</span></p> : j.permission_id && (
         <div class="row">
           <button onClick={() => decide("allow_once")}>Approve once</button>
-          <button onClick={() => decide("allow_always")}>Approve always</button>
-          <label>for <select value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
-            <option value="peer_action">this action of this peer</option>
-            <option value="peer">everything from this peer</option>
-            <option value="global">this action, any peer</option>
-          </select></label>
+          <span class="always">
+            <button onClick={() => decide("allow_always")}>Approve always</button>
+            <label>for <select aria-label="Approve always for" value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
+              <option value="peer_action">this action of this peer</option>
+              <option value="peer">everything from this peer</option>
+              <option value="global">this action, any peer</option>
+            </select></label>
+          </span>
           <button class="danger" onClick={() => decide("deny")}>Deny</button>
         </div>
       )}
@@ -274,10 +285,13 @@ function Chat({ id }: { id: string }) {
   const input = useRef<HTMLTextAreaElement>(null);
   const lastTyping = useRef(0);
   useEffect(() => void s.open(id), [id]);
-  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [list.length, pending.length, streams.map((x) => x.text).join()]);
+  // Follow the newest message; loading older ones (prepended) keeps the view where it is.
+  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [list[list.length - 1]?.id, pending.length, streams.map((x) => x.text).join()]);
   if (!conv) return <section class="chat"><p>Loading…</p></section>;
   const byId = new Map(list.map((m) => [m.id, m]));
   const typing = s.typing.get(id);
+  const partner = conv.participants.find((p) => p.did !== s.me.did && p.did !== s.me.agent_did);
+  const presence = s.presenceOf(partner?.did);
 
   async function submit(ev?: Event) {
     ev?.preventDefault();
@@ -334,10 +348,14 @@ function Chat({ id }: { id: string }) {
       <header class="chat-head">
         <a href="#/" class="back" aria-label="Back to conversations">←</a>
         <h2>{s.title(conv)}</h2>
-        <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : conv.participants.find((p) => p.did !== s.me.did)?.did}</span>
-        {conv.type === "group" && <a href={`#/c/${id}/members`}>Members</a>}
+        {conv.type !== "group" && presence && <span class={`presence presence-${presence}`} data-testid="presence">{presence}</span>}
+        <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : partner?.did}</span>
+        {conv.type === "group" && <a href={`#/c/${id}/members`}>Members and settings</a>}
       </header>
       <ol class="messages" aria-label="Messages" aria-live="polite">
+        {s.older.has(id) && (
+          <li class="older"><button onClick={() => void s.loadOlder(id)}>Load older messages</button></li>
+        )}
         {list.map((m) => {
           const mine = s.isMine(m);
           const parent = m.in_reply_to ? byId.get(m.in_reply_to) : undefined;
@@ -346,9 +364,10 @@ function Chat({ id }: { id: string }) {
           return (
             <li key={m.id} class={mine ? "msg mine" : "msg"} data-testid="message" data-id={m.id}>
               <div class="meta">
-                <span class="who">{mine ? "You" : s.nameOf(m.sender_did, conv)}</span>
+                <span class="who">{mine ? "You" : s.senderName(m, conv)}</span>
                 <time dateTime={m.created_at}>{new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</time>
                 {m.edited && !m.deleted && <span class="muted"> (edited)</span>}
+                {mine && !m.deleted && s.readByOthers(m) && <span class="read" data-testid="read" title="Read by the other side">✓ Read</span>}
               </div>
               {m.in_reply_to && <blockquote class="reply-to">↪ {parent ? preview(parent) : "an earlier message"}</blockquote>}
               <Body m={m} />
@@ -421,15 +440,45 @@ function Members({ id }: { id: string }) {
       setError(errorText(err));
     }
   }
+  const admin = conv.membership?.role === "admin";
+  async function rename(ev: Event) {
+    ev.preventDefault();
+    const name = String(new FormData(ev.target as HTMLFormElement).get("name")).trim();
+    try {
+      await s.updateConversation(id, { name });
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  async function act(fn: () => Promise<void>) {
+    try {
+      await fn();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
   return (
     <section class="panel">
       <h2>Members of {s.title(conv)}</h2>
-      <ul>{conv.participants.map((p) => <li>{p.name || s.nameOf(p.did)} <span class="muted">{p.role} · {p.participant_type}</span></li>)}</ul>
+      {admin && (
+        <form onSubmit={rename} class="row">
+          <label>Group name <input name="name" defaultValue={conv.name ?? ""} required /></label>
+          <button type="submit">Rename</button>
+        </form>
+      )}
+      <ul aria-label="Members">{conv.participants.map((p) => <li data-testid="member">{p.name || s.nameOf(p.did)} <span class="muted">{p.role} · {p.participant_type}</span></li>)}</ul>
       <form onSubmit={add}>
         <label>Add a member (username or DID) <input name="member" required /></label>
         {error && <p role="alert" class="error">{error}</p>}
         <button type="submit">Add</button>
       </form>
+      <div class="row settings">
+        {admin && (conv.archived_at
+          ? <button onClick={() => act(() => s.updateConversation(id, { archived: false }))}>Reopen</button>
+          : <button onClick={() => act(() => s.updateConversation(id, { archived: true }))}>Archive</button>)}
+        <button class="danger" onClick={() => confirm("Leave this group?") &&
+          act(async () => { await s.leave(id); go("/"); })}>Leave group</button>
+      </div>
       <p><a href={`#/c/${id}`}>Back to the conversation</a></p>
     </section>
   );
@@ -463,7 +512,7 @@ function AgentSettings() {
   return (
     <section class="panel">
       <h2>My agent</h2>
-      <p class="muted">DID: <code>{agent.did}</code></p>
+      <p class="muted">DID: <code data-testid="agent-did">{agent.did}</code></p>
       <form onSubmit={save}>
         <label>Name <input name="name" defaultValue={agent.name} required /></label>
         <label>Description <textarea name="description" defaultValue={agent.description ?? ""} rows={2} /></label>
@@ -478,6 +527,180 @@ function AgentSettings() {
         <button type="submit">Save</button>
         {status && <p role="status">{status}</p>}
       </form>
+      <LlmKeys providers={providers} />
+    </section>
+  );
+}
+
+function LlmKeys({ providers }: { providers: any[] }) {
+  const [keys, setKeys] = useState<any[]>([]);
+  const [status, setStatus] = useState("");
+  const load = () => store.api.call("GET", "/v1/me/llm-keys").then((x) => setKeys(x.items ?? x));
+  useEffect(() => void load(), []);
+  async function put(ev: Event) {
+    ev.preventDefault();
+    const form = ev.target as HTMLFormElement;
+    const f = new FormData(form);
+    try {
+      await store.api.call("PUT", `/v1/me/llm-keys/${encodeURIComponent(String(f.get("provider")))}`, { api_key: f.get("api_key") });
+      form.reset(); // the key leaves the page once stored: it is never shown again
+      setStatus("Key stored.");
+      await load();
+    } catch (err) {
+      setStatus(errorText(err));
+    }
+  }
+  async function remove(provider: string) {
+    try {
+      await store.api.call("DELETE", `/v1/me/llm-keys/${encodeURIComponent(provider)}`);
+      setStatus("Key removed.");
+      await load();
+    } catch (err) {
+      setStatus(errorText(err));
+    }
+  }
+  const choices = providers.filter((p) => p.id !== "offline");
+  return (
+    <section aria-label="Provider keys">
+      <h3>Provider keys</h3>
+      <p class="muted">Stored encrypted on the server and never shown again.</p>
+      {keys.length === 0 ? <p class="muted">No keys stored.</p> : (
+        <ul data-testid="llm-keys">{keys.map((k) => (
+          <li data-testid="llm-key">{k.provider} <span class="muted">set {new Date(k.set_at).toLocaleString()}</span>{" "}
+            <button class="danger" aria-label={`Remove the ${k.provider} key`} onClick={() => remove(k.provider)}>Remove</button></li>
+        ))}</ul>
+      )}
+      <form onSubmit={put} class="row wrap">
+        <label>Provider <select name="provider" aria-label="Key provider">
+          {choices.map((p) => <option value={p.id}>{p.name ?? p.id}</option>)}
+        </select></label>
+        <label>API key <input name="api_key" type="password" autocomplete="off" required /></label>
+        <button type="submit">Store key</button>
+      </form>
+      {status && <p role="status">{status}</p>}
+    </section>
+  );
+}
+
+function Contacts() {
+  const [items, setItems] = useState<any[]>([]);
+  const [error, setError] = useState("");
+  const load = () => store.api.call("GET", "/v1/contacts").then(setItems);
+  useEffect(() => void load(), []);
+  async function run(fn: () => Promise<unknown>) {
+    setError("");
+    try {
+      await fn();
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  function add(ev: Event) {
+    ev.preventDefault();
+    const form = ev.target as HTMLFormElement;
+    const f = new FormData(form);
+    void run(async () => {
+      await store.api.call("POST", "/v1/contacts", { did: store.didFor(String(f.get("did"))), alias: String(f.get("alias") || "") || undefined });
+      form.reset();
+    });
+  }
+  const patch = (c: any, change: Record<string, unknown>) => run(() => store.api.call("PATCH", `/v1/contacts/${c.id}`, change));
+  return (
+    <section class="panel">
+      <h2>Contacts</h2>
+      <form onSubmit={add}>
+        <label>DID <input name="did" required placeholder="did:web:other.example:users:bob" /></label>
+        <label>Alias <input name="alias" /></label>
+        <button type="submit">Add contact</button>
+      </form>
+      {error && <p role="alert" class="error">{error}</p>}
+      <ul class="contacts">{items.map((c) => (
+        <li data-testid="contact" data-trust={c.trust_level}>
+          <strong>{c.alias || c.name || store.nameOf(c.did)}</strong> <span class="muted">{c.trust_level}{c.muted ? " · muted" : ""}{c.pinned ? " · pinned" : ""}</span>
+          <div class="muted"><code>{c.did}</code></div>
+          <div class="row wrap">
+            <button onClick={() => store.openDirect(c.did).then((id) => go(`/c/${id}`), (err) => setError(errorText(err)))}>Message</button>
+            <button onClick={() => patch(c, { pinned: !c.pinned })}>{c.pinned ? "Unpin" : "Pin"}</button>
+            <button onClick={() => patch(c, { muted: !c.muted })}>{c.muted ? "Unmute" : "Mute"}</button>
+            {c.trust_level === "blocked"
+              ? <button onClick={() => patch(c, { trust_level: "unknown" })}>Unblock</button>
+              : <button class="danger" onClick={() => patch(c, { trust_level: "blocked" })}>Block</button>}
+            <button class="danger" onClick={() => confirm("Remove this contact?") && run(() => store.api.call("DELETE", `/v1/contacts/${c.id}`))}>Remove</button>
+          </div>
+        </li>
+      ))}</ul>
+      {items.length === 0 && <p class="muted">No contacts yet.</p>}
+    </section>
+  );
+}
+
+const MEMORY_TYPES = ["fact", "preference", "decision", "learning", "procedure"];
+
+function Memories() {
+  const agentId = String(store.me?.agent_did ?? "").split(":").pop();
+  const [items, setItems] = useState<any[]>([]);
+  const [hits, setHits] = useState<any[] | null>(null);
+  const [error, setError] = useState("");
+  const load = () => store.api.call("GET", `/v1/agents/${agentId}/memories`).then(setItems);
+  useEffect(() => void load(), []);
+  async function run(fn: () => Promise<unknown>) {
+    setError("");
+    try {
+      await fn();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  }
+  function add(ev: Event) {
+    ev.preventDefault();
+    const form = ev.target as HTMLFormElement;
+    const f = new FormData(form);
+    void run(async () => {
+      await store.api.call("POST", `/v1/agents/${agentId}/memories`, {
+        type: f.get("type"), content: f.get("content"), importance: Number(f.get("importance") || 5) });
+      form.reset();
+      await load();
+    });
+  }
+  function search(ev: Event) {
+    ev.preventDefault();
+    const q = String(new FormData(ev.target as HTMLFormElement).get("q")).trim();
+    if (!q) return setHits(null);
+    void run(async () => {
+      const r = await store.api.call("GET", `/v1/search?scope=memories&q=${encodeURIComponent(q)}`);
+      setHits(r.hits);
+    });
+  }
+  return (
+    <section class="panel">
+      <h2>My agent's memories</h2>
+      <form onSubmit={add}>
+        <label>Memory <textarea name="content" rows={2} required /></label>
+        <div class="row">
+          <label>Type <select name="type" aria-label="Memory type">{MEMORY_TYPES.map((t) => <option value={t}>{t}</option>)}</select></label>
+          <label>Importance <input name="importance" type="number" min={1} max={10} defaultValue="5" /></label>
+        </div>
+        <button type="submit">Add memory</button>
+      </form>
+      <form onSubmit={search} class="row" role="search">
+        <label>Search memories <input name="q" type="search" /></label>
+        <button type="submit">Search</button>
+      </form>
+      {error && <p role="alert" class="error">{error}</p>}
+      {hits && (
+        <section aria-label="Search results">
+          <h3>Results</h3>
+          {hits.length === 0 ? <p class="muted">Nothing found.</p> :
+            <ul>{hits.map((h) => <li data-testid="hit">{h.text} <span class="muted">({h.method})</span></li>)}</ul>}
+        </section>
+      )}
+      <ul class="memories">{items.map((m) => (
+        <li data-testid="memory">{m.content} <span class="muted">{m.type} · importance {m.importance} · used {m.uses}×</span>{" "}
+          <button class="danger" aria-label={`Delete memory: ${m.content}`}
+            onClick={() => run(async () => { await store.api.call("DELETE", `/v1/agents/${agentId}/memories/${m.id}`); await load(); })}>Delete</button></li>
+      ))}</ul>
+      {items.length === 0 && <p class="muted">No memories yet.</p>}
     </section>
   );
 }
@@ -510,6 +733,8 @@ function App() {
   else if (route === "/group") main = <NewGroup />;
   else if (route === "/agent") main = <AgentSettings />;
   else if (route === "/sessions") main = <Sessions />;
+  else if (route === "/contacts") main = <Contacts />;
+  else if (route === "/memories") main = <Memories />;
   if (!chat && s.openId) void s.open(null);
   return (
     <div class={main ? "shell has-main" : "shell"}>
@@ -517,7 +742,8 @@ function App() {
         <a href="#/" class="brand">Confer</a>
         <ConnectionBadge />
         <nav aria-label="Account">
-          <a href="#/agent">Agent</a> <a href="#/sessions">Sessions</a>{" "}
+          <a href="#/agent">Agent</a> <a href="#/memories">Memories</a> <a href="#/contacts">Contacts</a>{" "}
+          <a href="#/sessions">Sessions</a>{" "}
           <button class="link" onClick={() => s.logout()}>Log out {s.me.username}</button>
         </nav>
       </header>

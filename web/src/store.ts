@@ -31,6 +31,7 @@ export interface Message {
   in_reply_to?: string | null;
   citations?: { source: string; url?: string; trust_level: string; passage?: string }[] | null;
   created_at: string;
+  read_by?: { user_id: string; read_at?: string }[];
   edited?: boolean;
   deleted?: boolean;
 }
@@ -52,6 +53,14 @@ export class Store {
   pending: Pending[] = JSON.parse(localStorage.getItem(PENDING) || "[]");
   streams = new Map<string, { conversation_id: string; text: string; seq: number }>();
   typing = new Map<string, { name: string; until: number }>();
+  /** permission id → its decision (null while pending), from /v1/permissions and live events. */
+  decisions = new Map<string, string | null>();
+  /** conversation id → the cursor of its older messages (absent once all are loaded). */
+  older = new Map<string, string>();
+  /** user id → "online" | "offline" (presence events: transitions only, no snapshot). */
+  presence = new Map<string, string>();
+  /** user id → DID, learned from messages and typing events (participants carry no user id). */
+  userDids = new Map<string, string>();
   connection: ConnectionState = "offline";
   openId: string | null = null;
   error: string | null = null;
@@ -102,6 +111,9 @@ export class Store {
     this.socket?.stop();
     this.socket = null;
     this.me = null;
+    this.openId = null;
+    this.older.clear();
+    this.presence.clear();
     this.conversations.clear();
     this.messages.clear();
     this.last.clear();
@@ -128,6 +140,8 @@ export class Store {
         if (page.items[0]) this.last.set(c.id, page.items[0]);
       }),
     );
+    const permissions = await this.api.call("GET", "/v1/permissions?limit=200");
+    this.decisions = new Map((permissions as any[]).map((p) => [p.id, settled(p.decision)]));
     this.messages.clear();
     if (this.openId) await this.loadMessages(this.openId);
     this.changed();
@@ -135,10 +149,40 @@ export class Store {
 
   async loadMessages(id: string) {
     const page = await this.api.call("GET", `/v1/conversations/${id}/messages?limit=50`);
+    this.addPage(id, page, true);
+  }
+
+  /** The page before the oldest loaded message (GET …/messages?before=). */
+  async loadOlder(id: string) {
+    const before = this.older.get(id);
+    if (!before) return;
+    const page = await this.api.call("GET", `/v1/conversations/${id}/messages?limit=50&before=${before}`);
+    this.addPage(id, page, false);
+  }
+
+  private addPage(id: string, page: { items: Message[]; next_before?: string | null }, newest: boolean) {
     const items: Message[] = page.items.slice().reverse();
+    items.forEach((m) => this.learn(m));
     const known = this.messages.get(id) ?? [];
     this.messages.set(id, merge(known, items));
+    if (page.next_before) this.older.set(id, page.next_before);
+    else if (!newest || !this.older.has(id)) this.older.delete(id);
     this.changed();
+  }
+
+  private learn(m: Message) {
+    if (m.sender_type === "user" && m.sender_did) this.userDids.set(m.sender_id, m.sender_did);
+  }
+
+  /** "online" / "offline" for a DID when a presence event told us, else undefined. */
+  presenceOf(did: string | null | undefined): string | undefined {
+    for (const [user, d] of this.userDids) if (d === did) return this.presence.get(user);
+    return undefined;
+  }
+
+  /** Whether someone other than me has read my message ``m`` (read_by / receipt events). */
+  readByOthers(m: Message): boolean {
+    return (m.read_by ?? []).some((r) => r.user_id !== this.me?.id);
   }
 
   async open(id: string | null) {
@@ -173,19 +217,38 @@ export class Store {
   nameOf(did: string | null | undefined, conv?: Conversation): string {
     if (!did) return "unknown";
     if (did === this.me?.did) return "you";
+    if (did === this.me?.agent_did) return "My agent";
     const p = conv?.participants.find((x) => x.did === did);
     if (p?.name) return p.name;
-    const tail = did.split(":").pop() || did;
+    const parts = did.split(":");
+    const tail = parts.pop() || did;
+    // did:web:host:agents:<id> names no person: say whose instance it is on instead.
+    if (parts[parts.length - 1] === "agents") return `Agent on ${decodeURIComponent(parts[2] ?? "")}`;
     return decodeURIComponent(tail);
+  }
+
+  /** Who a message is from, as the list shows it. */
+  senderName(m: Message, conv?: Conversation): string {
+    if (m.sender_did) return m.sender_did === this.me?.agent_did ? "Your agent" : this.nameOf(m.sender_did, conv);
+    if (m.sender_type === "own_agent") return "Your agent";
+    if (m.sender_type === "system") return "Confer";
+    return "unknown";
+  }
+
+  decided(row: { id: string; decision?: string | null }) {
+    this.decisions.set(row.id, settled(row.decision));
+    this.changed();
   }
 
   title(c: Conversation): string {
     if (c.name) return c.name;
     const others = c.participants.filter((p) => p.did !== this.me?.did && p.did !== this.me?.agent_did);
+    if (!others.length && c.participants.some((p) => p.did === this.me?.agent_did)) return "My agent";
     return others.map((p) => p.name || this.nameOf(p.did)).join(", ") || "(just you)";
   }
 
   private upsert(m: Message) {
+    this.learn(m);
     const list = this.messages.get(m.conversation_id);
     if (list) this.messages.set(m.conversation_id, merge(list, [m]));
     const last = this.last.get(m.conversation_id);
@@ -247,10 +310,22 @@ export class Store {
         );
         break;
       case "receipt":
-        if (d.user_id === this.me?.id) {
+        if (d.user_id !== this.me?.id) {
+          // Everything up to message_id is read by d.user_id.
+          const list = this.messages.get(d.conversation_id);
+          if (list)
+            this.messages.set(d.conversation_id, list.map((m) =>
+              m.id <= d.message_id && !(m.read_by ?? []).some((r) => r.user_id === d.user_id)
+                ? { ...m, read_by: [...(m.read_by ?? []), { user_id: d.user_id, read_at: d.last_read_at }] }
+                : m));
+        } else {
           const conv = this.conversations.get(d.conversation_id);
           if (conv?.membership && this.openId !== d.conversation_id) void this.refreshConversation(d.conversation_id);
         }
+        break;
+      case "permission.requested":
+      case "permission.decided":
+        this.decisions.set(d.id, settled(d.decision));
         break;
       case "message.delta": {
         const s = this.streams.get(d.task_id) ?? { conversation_id: d.conversation_id, text: "", seq: 0 };
@@ -261,7 +336,11 @@ export class Store {
         this.streams.set(d.task_id, s);
         break;
       }
+      case "presence":
+        this.presence.set(d.user_id, d.status);
+        break;
       case "typing": {
+        if (d.user_id && d.did) this.userDids.set(d.user_id, d.did);
         const conv = this.conversations.get(d.conversation_id);
         this.typing.set(d.conversation_id, {
           name: this.nameOf(d.did, conv),
@@ -354,6 +433,21 @@ export class Store {
     return conv.id;
   }
 
+  /** PATCH /v1/conversations/{id}: rename ({name}) or archive ({archived}); admins only. */
+  async updateConversation(id: string, change: { name?: string; archived?: boolean }) {
+    const conv: Conversation = await this.api.call("PATCH", `/v1/conversations/${id}`, change);
+    this.conversations.set(id, { ...this.conversations.get(id), ...conv });
+    this.changed();
+  }
+
+  async leave(id: string) {
+    await this.api.call("POST", `/v1/conversations/${id}/leave`);
+    this.conversations.delete(id);
+    this.messages.delete(id);
+    this.last.delete(id);
+    this.changed();
+  }
+
   async createGroup(name: string, members: string[]): Promise<string> {
     const conv: Conversation = await this.api.call("POST", "/v1/conversations", {
       type: "group",
@@ -364,6 +458,11 @@ export class Store {
     this.changed();
     return conv.id;
   }
+}
+
+/** A permission's decision, or null while it is pending. */
+function settled(decision: string | null | undefined): string | null {
+  return decision && decision !== "pending" ? decision : null;
 }
 
 function merge(list: Message[], more: Message[]): Message[] {
