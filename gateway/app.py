@@ -27,6 +27,7 @@ from gateway.embedded import embedded_postgres_url
 from gateway.http_errors import install_error_handlers
 from gateway.mcp.deps import ToolDeps
 from gateway.mcp.lazy import LazyMCP
+from gateway.metrics import InstanceCollector, RequestMetricsMiddleware, build_registry
 from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
 from gateway.routes import (
@@ -46,6 +47,7 @@ from gateway.routes import (
     me,
     memory,
     messages,
+    ops,
     participants,
     permissions,
     project_memory,
@@ -152,6 +154,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
+            collector = InstanceCollector(pool, lambda: hub.device_count if hub else 0)
+            app.state.confer.metrics = collector
+            app.state.confer.metrics_registry = build_registry(collector)
             await app.state.confer.accounts.bootstrap_admins()
             app.state.mcp_tools = ToolDeps.of(app.state.confer)
             agents = AgentWorker(
@@ -176,7 +181,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
             ]
             try:
-                async with supervised(workers):
+                async with supervised(workers) as supervisor:
+                    app.state.confer.supervisor = supervisor
                     try:
                         yield
                     finally:
@@ -218,6 +224,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         # Uploads may be larger: the multipart envelope gets 64 KiB on top of the file cap.
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
     )
+    app.add_middleware(RequestMetricsMiddleware)
     if settings.cors_origins:
         # Bearer tokens, not cookies: no credentials mode, so "*" is safe to allow.
         app.add_middleware(
@@ -255,7 +262,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         methods=["GET", "POST", "DELETE"],
         include_in_schema=False,
     )
-    for module in (api_keys, cards, contacts, permissions, translations):
+    for module in (api_keys, cards, contacts, permissions, translations, ops):
         app.include_router(module.router)
     web.install_web(app)
     return app

@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     access_log_sample_every: int = Field(
         default=100, gt=0, description="`sampled`: log one request in this many (and every 5xx)."
     )
+    metrics: bool = Field(
+        default=True, description="Serve Prometheus metrics at /metrics (off: 404)."
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        description="When set, /metrics wants `Authorization: Bearer <token>` (else 401).",
+    )
 
     allow_http_dids: bool = Field(
         default=False, description="Resolve did:web over plain http:// (local development only)."

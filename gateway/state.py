@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 
 import asyncpg
 import httpx
+from prometheus_client import CollectorRegistry
 
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
+from gateway.metrics import InstanceCollector
 from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.context import ContextServices
@@ -18,6 +20,7 @@ from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
+from gateway.workers.supervisor import Supervisor
 
 
 @dataclass
@@ -38,3 +41,6 @@ class AppState:
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None
+    metrics: InstanceCollector | None = None
+    metrics_registry: CollectorRegistry | None = None
+    supervisor: Supervisor | None = None

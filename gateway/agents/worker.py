@@ -26,6 +26,7 @@ from gateway.agents.queue import Delivery, TaskQueue
 from gateway.agents.runtime import AgentRuntime, LeaseLostError
 from gateway.clock import Clock
 from gateway.db import Transaction
+from gateway.metrics import AGENT_TASKS
 from gateway.store import agent_tasks as tasks_store
 from gateway.workers.supervisor import supervise
 from models import Agent
@@ -266,11 +267,14 @@ class AgentWorker:
     async def _run_one(self, task: dict[str, Any]) -> None:
         try:
             await self._runtime.run_task(task)
+            AGENT_TASKS.labels("completed").inc()
         except asyncio.CancelledError:
             raise  # the task stays "running" until its lease runs out, then it is retried
         except LeaseLostError as exc:
+            AGENT_TASKS.labels("lease_lost").inc()
             log.warning("%s", exc)
         except Exception as exc:
+            AGENT_TASKS.labels("crashed").inc()
             log.exception("agent task %s crashed", task["id"])
             await self._record_crash(task["id"], exc)
         finally:

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from gateway.db import Transaction
+from gateway.metrics import EVENTS_FANNED_OUT
 from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
 from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
@@ -129,10 +130,17 @@ class EventHub:
         """How many devices of ``user_id`` are connected to this process."""
         return len(self._subscribers.get(user_id, ()))
 
+    @property
+    def device_count(self) -> int:
+        """How many devices (of every user) are connected to this process."""
+        return sum(len(group) for group in self._subscribers.values())
+
     def deliver(self, user_id: str, frame: Frame) -> None:
         """Offer a frame from the bus to every local device of ``user_id`` (never blocks)."""
-        for subscriber in tuple(self._subscribers.get(user_id, ())):
+        subscribers = tuple(self._subscribers.get(user_id, ()))
+        for subscriber in subscribers:
             subscriber.offer(frame)
+        EVENTS_FANNED_OUT.inc(len(subscribers))
 
     # -- writing -----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from did.keys import ed25519_public_to_jwk, jwk_to_ed25519_public
 from did.resolver import DIDResolver, ResolvedDocument
 from did.web import did_to_url, split_did_url
 from gateway.clock import Clock
+from gateway.metrics import DID_RESOLUTIONS
 from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
@@ -180,6 +181,7 @@ class PeerDirectory:
         async with self._pool.acquire() as conn:
             cached = await peers_store.get_peer_by_did(conn, did=did)
         if cached and not force and self._clock.now() - cached.fetched_at < self._ttl:
+            DID_RESOLUTIONS.labels("cache_hit").inc()
             return cached
         # Single flight per DID: concurrent requests wait for one fetch instead of each
         # revalidating the same stale entry.
@@ -187,13 +189,17 @@ class PeerDirectory:
             async with self._pool.acquire() as conn:
                 fresh = await peers_store.get_peer_by_did(conn, did=did)
             if fresh and (cached is None or fresh.fetched_at > cached.fetched_at):
+                DID_RESOLUTIONS.labels("cache_hit").inc()
                 return fresh  # another request refreshed it while we waited
             self._raise_recent_failure(did)
             try:
-                return await self._fetch(did, fresh)
+                peer = await self._fetch(did, fresh)
             except DIDError as exc:
+                DID_RESOLUTIONS.labels("error").inc()
                 self._remember_failure(did, exc)
                 raise
+            DID_RESOLUTIONS.labels("fetched").inc()
+            return peer
 
     def _remember_failure(self, did: str, error: DIDError) -> None:
         now = self._clock.now()

@@ -54,6 +54,7 @@ from did.outbound import OutboundPolicy
 from did.resolver import parse_json_object
 from gateway.clock import Clock
 from gateway.db import transaction
+from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
 from gateway.services.deliveries import announce_delivery
 from gateway.services.identity import Identity
@@ -316,6 +317,7 @@ class DeliveryWorker:
             )
             if self._hub is not None:  # the event commits with the state it reports
                 await announce_delivery(tx, self._hub, row.id)
+        DELIVERIES.labels(outcome).inc()
 
 
 async def resume_destination(pool: asyncpg.Pool, clock: Clock, endpoint: str) -> bool:

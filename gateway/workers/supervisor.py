@@ -16,7 +16,8 @@ can kill must not silently stop federation for everyone.
   ``finally``) or the backoff sleep, and ``supervise`` re-raises it.
 - ``Supervisor`` owns the tasks of several supervised workers; ``async with supervised(workers)``
   starts a list of ``(name, factory)`` and stops them all (cancel, then wait) on exit. That is how
-  the app's lifespan starts every worker (``gateway.app``).
+  the app's lifespan starts every worker (``gateway.app``); :meth:`Supervisor.states` tells
+  ``/readyz`` whether each is still running.
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ class Supervisor:
         """The running workers by name (a copy)."""
         return dict(self._tasks)
 
+    def states(self) -> dict[str, str]:
+        """Each worker's state by name: ``running``, ``finished`` (returned on purpose, see
+        :func:`supervise`) or ``stopped`` (cancelled, or ended by an error that escaped)."""
+        return {name: _state(task) for name, task in self._tasks.items()}
+
     def start(self, name: str, factory: WorkerFactory) -> asyncio.Task[None]:
         """Start ``factory`` supervised as ``name`` (unique in this supervisor).
 
@@ -114,6 +120,14 @@ class Supervisor:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _state(task: asyncio.Task[None]) -> str:
+    if not task.done():
+        return "running"
+    if task.cancelled() or task.exception() is not None:
+        return "stopped"
+    return "finished"
 
 
 @contextlib.asynccontextmanager

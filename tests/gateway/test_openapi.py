@@ -22,6 +22,7 @@ EXPECTED = {
     ("post", "/users/{username}/a2a"),
     ("post", "/agents/{agent_id}/a2a"),
     ("get", "/healthz"),
+    ("get", "/readyz"),
 }
 
 
@@ -40,6 +41,7 @@ async def test_openapi_lists_every_endpoint_with_summary_and_errors(database_url
         codes = set(op["responses"])
         public_documents = {
             "/healthz",
+            "/readyz",
             "/.well-known/did.json",
             "/.well-known/agent-card.json",
             "/v1/providers",

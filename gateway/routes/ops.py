@@ -1,0 +1,88 @@
+"""Operator endpoints: ``/metrics`` (Prometheus text format) and ``/readyz`` (readiness).
+
+``/healthz`` (in :mod:`gateway.routes.identity`) says the process answers; ``/readyz`` says it
+should get traffic: the database answers within :data:`READY_TIMEOUT_SECONDS`, its schema is at
+the newest migration, and every supervised worker is still running (or finished on purpose).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+from typing import Annotated
+
+import asyncpg
+from fastapi import APIRouter, Header, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gateway import migrations
+from gateway.deps import State
+from gateway.errors import AuthenticationError, NotFoundError
+from gateway.state import AppState
+from gateway.store import system as system_store
+
+router = APIRouter(tags=["system"])
+
+READY_TIMEOUT_SECONDS = 2.0
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+@functools.cache
+def _head() -> str:
+    return migrations.declared_head()
+
+
+@router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
+async def metrics(state: State, authorization: Annotated[str | None, Header()] = None) -> Response:
+    """The Prometheus text exposition; 404 when ``CONFER_METRICS`` is off, 401 without the
+    ``CONFER_METRICS_TOKEN`` bearer when one is set."""
+    settings = state.settings
+    if not settings.metrics or state.metrics is None or state.metrics_registry is None:
+        raise NotFoundError("metrics are turned off")
+    if settings.metrics_token:
+        expected = f"Bearer {settings.metrics_token}"
+        if not hmac.compare_digest((authorization or "").encode(), expected.encode()):
+            raise AuthenticationError("send Authorization: Bearer <CONFER_METRICS_TOKEN>")
+    await state.metrics.refresh()
+    return Response(generate_latest(state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _schema_check(state: AppState) -> tuple[str, str]:
+    """``(database, migrations)`` check results: ``ok`` or what went wrong."""
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS), state.pool.acquire() as conn:
+            await system_store.ping(conn)
+            revision = await system_store.get_alembic_revision(conn)
+    except TimeoutError:
+        return f"no answer within {READY_TIMEOUT_SECONDS:g} s", "unknown"
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return f"{type(exc).__name__}: {exc}", "unknown"
+    if revision != _head():
+        return "ok", f"at {revision}, newest is {_head()} (run `confer migrate`)"
+    return "ok", "ok"
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: database, migrations, workers",
+    tags=["system"],
+    responses={503: {"description": "A check failed; `failed` names which."}},
+)
+async def readyz(state: State) -> JSONResponse:
+    """200 ``{"status": "ready", "checks": {...}}`` when every check says ``ok``, else 503
+    ``{"status": "unavailable", "failed": [names], "checks": {...}}``."""
+    database, schema = await _schema_check(state)
+    states = state.supervisor.states() if state.supervisor is not None else {}
+    stopped = sorted(name for name, value in states.items() if value == "stopped")
+    if state.supervisor is None:
+        workers = "not started"
+    else:
+        workers = "ok" if not stopped else f"stopped: {', '.join(stopped)}"
+    checks = {"database": database, "migrations": schema, "workers": workers}
+    failed = [name for name, value in checks.items() if value != "ok"]
+    if failed:
+        body = {"status": "unavailable", "failed": failed, "checks": checks}
+        return JSONResponse(body, status_code=503, headers=_NO_STORE)
+    return JSONResponse({"status": "ready", "checks": checks}, headers=_NO_STORE)
