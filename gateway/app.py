@@ -25,6 +25,7 @@ from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.http_errors import install_error_handlers
+from gateway.logs import RequestIdMiddleware, bind_instance
 from gateway.mcp.deps import ToolDeps
 from gateway.mcp.lazy import LazyMCP
 from gateway.metrics import InstanceCollector, RequestMetricsMiddleware, build_registry
@@ -119,6 +120,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 signature_window=settings.signature_window_seconds,
             )
             await check_public_url(pool, identity)
+            bind_instance(identity.did)
             await check_stored_keys(pool, keyring)
             policy = OutboundPolicy.build(
                 allow_private_networks=settings.allow_private_networks,
@@ -225,6 +227,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
     )
     app.add_middleware(RequestMetricsMiddleware)
+    app.add_middleware(RequestIdMiddleware)  # outermost: error answers carry the id too
     if settings.cors_origins:
         # Bearer tokens, not cookies: no credentials mode, so "*" is safe to allow.
         app.add_middleware(
@@ -232,7 +235,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             allow_origins=settings.cors_origins,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["Retry-After", "Location"],
+            expose_headers=["Retry-After", "Location", "X-Request-ID"],
             max_age=600,
         )
     for module in (

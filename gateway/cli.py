@@ -16,6 +16,7 @@ from gateway.access_log import queued_access_log
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
 from gateway.errors import ConferError, NotFoundError
+from gateway.logs import configure_logging
 from gateway.services import keys as keys_service
 from gateway.services.admin_bootstrap import ensure_admin
 from gateway.services.encryption import Keyring, generate_key_entry
@@ -43,18 +44,21 @@ def serve(
 def run_server(settings: Settings, **uvicorn_options: Any) -> None:
     """Serve ``settings``' gateway with uvicorn until interrupted (what ``confer serve`` runs).
 
-    The access log follows ``settings.access_log`` (:mod:`gateway.access_log`); any other
+    Logs go to stderr as ``settings.log_format`` at ``settings.log_level``
+    (:mod:`gateway.logs`); the access log follows ``settings.access_log``
+    (:mod:`gateway.access_log`); any other
     ``uvicorn.Config`` option may be passed (benches raise ``backlog``, lower ``log_level``).
     """
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
-        "log_level": "info",
+        "log_level": settings.log_level,
         "access_log": settings.access_log != "off",
         "ws_max_size": settings.max_body_bytes,
         **uvicorn_options,
     }
     config = uvicorn.Config(create_app(settings), **options)  # configures logging
+    configure_logging(settings.log_format, settings.log_level)
     with queued_access_log(settings.access_log, settings.access_log_sample_every):
         uvicorn.Server(config).run()
 

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     access_log_sample_every: int = Field(
         default=100, gt=0, description="`sampled`: log one request in this many (and every 5xx)."
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`confer serve` log lines: text, or one JSON object per line with "
+        "request_id and did.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: bool = Field(
         default=True, description="Serve Prometheus metrics at /metrics (off: 404)."
     )
@@ -152,6 +158,11 @@ class Settings(BaseSettings):
         description='Extra provider endpoints, JSON: {"id": {"base_url": …, "wire": "openai"}};'
         ' add "stream_usage": "true" when an OpenAI-compatible server accepts stream_options.',
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("llm_providers")
     @classmethod

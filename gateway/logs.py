@@ -1,0 +1,110 @@
+"""Process logging: text or JSON lines, each record carrying a request id and the instance DID.
+
+- :func:`configure_logging` (called by ``confer serve`` once uvicorn set up its loggers) puts
+  one stderr handler on the root logger and on uvicorn's, formatted as plain text or as one
+  JSON object per line (``python-json-logger``), at ``CONFER_LOG_LEVEL``.
+- Every :class:`logging.LogRecord` gets ``request_id`` and ``did`` attributes from a record
+  factory, so they are set in the thread that logs (the access log is *written* by a queue
+  thread, :mod:`gateway.access_log`, but its records are made on the event loop).
+- :class:`RequestIdMiddleware` gives each HTTP request an id: a client's ``X-Request-ID`` when
+  it is a plain token of at most 128 characters, else a fresh one; it is returned in the
+  response's ``X-Request-ID`` and held in a :class:`contextvars.ContextVar` while the request
+  runs, so every record logged on its behalf carries it.
+- :func:`bind_instance` records the instance DID once the lifespan has loaded it (one DID per
+  process; tests that run several instances in one process see the last one).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import uuid
+from contextvars import ContextVar
+from typing import Any, Literal
+
+from pythonjsonlogger.json import JsonFormatter
+
+LogFormat = Literal["text", "json"]
+
+REQUEST_ID: ContextVar[str | None] = ContextVar("confer_request_id", default=None)
+REQUEST_ID_HEADER = "x-request-id"
+_ACCEPTED_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
+
+_instance: dict[str, str | None] = {"did": None}
+_base_factory = logging.getLogRecordFactory()
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(request_id)s] %(message)s"
+JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(did)s"
+
+
+def bind_instance(did: str) -> None:
+    """Stamp ``did`` on every later log record of this process."""
+    _instance["did"] = did
+
+
+def _record_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    record = _base_factory(*args, **kwargs)
+    record.request_id = REQUEST_ID.get()
+    record.did = _instance["did"]
+    return record
+
+
+def formatter(fmt: LogFormat) -> logging.Formatter:
+    """The formatter for ``fmt``: JSON keys ``time level logger message request_id did`` (plus
+    ``exc_info`` when there is one), or one readable text line."""
+    if fmt == "json":
+        return JsonFormatter(
+            JSON_FIELDS,
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        )
+    return logging.Formatter(TEXT_FORMAT)
+
+
+def configure_logging(fmt: LogFormat, level: str) -> None:
+    """Send every log record (ours, uvicorn's, its access log's) to stderr as ``fmt``, at
+    ``level`` (``debug`` … ``error``). Call after ``uvicorn.Config`` configured its loggers."""
+    logging.setLogRecordFactory(_record_factory)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(fmt))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    if fmt == "json":  # uvicorn's own loggers do not propagate: give them the same handler
+        for name in ("uvicorn", "uvicorn.access"):
+            logging.getLogger(name).handlers = [handler]
+
+
+def _request_id(headers: list[tuple[bytes, bytes]]) -> str:
+    for name, value in headers:
+        if name == b"x-request-id":
+            candidate = value.decode("latin-1")
+            if _ACCEPTED_ID.match(candidate):
+                return candidate
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Give each HTTP request an id (module docstring); pure ASGI, no framework import."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope.get("headers", []))
+        raw = request_id.encode("latin-1")
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", []) if h[0] != b"x-request-id"]
+                message = {**message, "headers": [*headers, (b"x-request-id", raw)]}
+            await send(message)
+
+        token = REQUEST_ID.set(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            REQUEST_ID.reset(token)

@@ -1,0 +1,52 @@
+"""``confer serve`` logs: JSON lines with request_id and did; X-Request-ID honoured."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.gateway.harness import free_port
+from tests.gateway.serving import confer_serve, serve_env
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every output line, each parsed as JSON (any line that is not fails the test)."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+async def test_json_logs_carry_the_request_id_and_the_instance_did(database_url: str) -> None:
+    port = free_port()
+    env = serve_env(
+        port,
+        database_url,
+        CONFER_LOG_FORMAT="json",
+        CONFER_LOG_LEVEL="INFO",
+        CONFER_ACCESS_LOG="on",
+    )
+    async with confer_serve(env) as served, httpx.AsyncClient(base_url=served.base_url) as client:
+        given = await client.get("/readyz", headers={"X-Request-ID": "probe-42"})
+        assert given.headers["x-request-id"] == "probe-42"
+        made = await client.get("/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
+        generated = made.headers["x-request-id"]
+        assert generated != "bad id\twith spaces" and len(generated) == 32
+        await served.wait_for_output(generated)
+        records = json_lines(served.output())
+    did = f"did:web:localhost%3A{port}"
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    by_id = {r["request_id"]: r for r in access}
+    assert "GET /readyz" in by_id["probe-42"]["message"]
+    assert "GET /healthz" in by_id[generated]["message"]
+    assert by_id[generated]["did"] == did
+    assert {"time", "level", "logger", "message", "request_id", "did"} <= set(records[-1])
+    # Records made after the identity is loaded carry the DID, outside requests too.
+    assert any(r["did"] == did and r["request_id"] is None for r in records)
+
+
+async def test_text_is_the_default_and_a_level_hides_info(database_url: str) -> None:
+    port = free_port()
+    env = serve_env(port, database_url, CONFER_LOG_LEVEL="warning")
+    async with confer_serve(env) as served:
+        text = served.output()
+    assert "Application startup complete" not in text  # uvicorn's INFO line
