@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
@@ -25,7 +26,7 @@ from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.http_errors import install_error_handlers
-from gateway.logs import RequestIdMiddleware, bind_instance
+from gateway.logs import RequestIdMiddleware, backends, bind_instance, startup_banner
 from gateway.mcp.deps import ToolDeps
 from gateway.mcp.lazy import LazyMCP
 from gateway.metrics import InstanceCollector, RequestMetricsMiddleware, build_registry
@@ -73,6 +74,8 @@ from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 Confer is a self-hosted, federated messaging gateway for people and their AI agents.
@@ -185,6 +188,16 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             try:
                 async with supervised(workers) as supervisor:
                     app.state.confer.supervisor = supervisor
+                    line, fields = startup_banner(
+                        did=identity.did,
+                        public_url=identity.public_url,
+                        backends=backends(
+                            database_url=settings.database_url,
+                            redis_url=settings.redis_url,
+                            nats_url=settings.nats_url,
+                        ),
+                    )
+                    log.info(line, extra=fields)
                     try:
                         yield
                     finally:

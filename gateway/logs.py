@@ -75,6 +75,37 @@ def configure_logging(fmt: LogFormat, level: str) -> None:
             logging.getLogger(name).handlers = [handler]
 
 
+def backends(
+    *, database_url: str | None, redis_url: str | None, nats_url: str | None
+) -> dict[str, str]:
+    """Which backends are on, for the start-up line: ``postgresql`` is ``embedded`` or
+    ``external``; ``redis`` and ``nats`` are ``on`` or ``off`` (no URL, no credentials)."""
+    return {
+        "postgresql": "external" if database_url else "embedded",
+        "redis": "on" if redis_url else "off",
+        "nats": "on" if nats_url else "off",
+    }
+
+
+def startup_banner(
+    *, did: str, public_url: str, backends: dict[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """The one start-up line and its structured fields (``did``, ``public_url``, ``client``,
+    ``docs``, ``backends``), for ``log.info(line, extra=fields)``."""
+    fields: dict[str, Any] = {
+        "public_url": public_url,
+        "client": f"{public_url}/",
+        "docs": f"{public_url}/docs",
+        "backends": backends,
+    }
+    on = ", ".join(f"{name} {state}" for name, state in backends.items())
+    line = (
+        f"Confer is up as {did} at {public_url} — client {fields['client']}, "
+        f"API docs {fields['docs']}; backends: {on}"
+    )
+    return line, fields
+
+
 def _request_id(headers: list[tuple[bytes, bytes]]) -> str:
     for name, value in headers:
         if name == b"x-request-id":

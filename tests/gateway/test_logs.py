@@ -50,3 +50,29 @@ async def test_text_is_the_default_and_a_level_hides_info(database_url: str) -> 
     async with confer_serve(env) as served:
         text = served.output()
     assert "Application startup complete" not in text  # uvicorn's INFO line
+
+
+async def test_the_start_up_line_names_the_did_addresses_and_backends(database_url: str) -> None:
+    port = free_port()
+    env = serve_env(
+        port, database_url, CONFER_LOG_FORMAT="json", CONFER_REDIS_URL="redis://127.0.0.1:6379/0"
+    )
+    async with confer_serve(env) as served:
+        await served.wait_for_output("Confer is up")
+        records = json_lines(served.output())
+    [banner] = [r for r in records if r["message"].startswith("Confer is up")]
+    base = f"http://localhost:{port}"
+    assert banner["did"] == f"did:web:localhost%3A{port}"
+    assert banner["public_url"] == base
+    assert banner["client"] == f"{base}/" and banner["docs"] == f"{base}/docs"
+    assert banner["backends"] == {"postgresql": "external", "redis": "on", "nats": "off"}
+    assert banner["did"] in banner["message"] and f"{base}/docs" in banner["message"]
+
+
+async def test_the_start_up_line_in_text(database_url: str) -> None:
+    port = free_port()
+    async with confer_serve(serve_env(port, database_url)) as served:
+        text = await served.wait_for_output("Confer is up")
+    [line] = [line for line in text.splitlines() if "Confer is up" in line]
+    assert f"did:web:localhost%3A{port}" in line and f"http://localhost:{port}/docs" in line
+    assert "backends: postgresql external, redis " in line
