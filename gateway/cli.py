@@ -4,6 +4,7 @@ make and rotate encryption keys."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -18,9 +19,14 @@ from gateway.db import create_pool
 from gateway.errors import ConferError, NotFoundError
 from gateway.logs import configure_logging
 from gateway.services import keys as keys_service
-from gateway.services.admin_bootstrap import ensure_admin
+from gateway.services.admin_bootstrap import ensure_admin, set_password
 from gateway.services.encryption import Keyring, generate_key_entry
-from gateway.services.identity import load_identity
+from gateway.services.identity import (
+    Identity,
+    PublicURLChangedError,
+    check_public_url,
+    load_identity,
+)
 from gateway.services.llm_keys import reencrypt_all
 from gateway.settings import Settings
 
@@ -73,21 +79,23 @@ def migrate() -> None:
 
 @app.command()
 def did() -> None:
-    """Print the instance DID and its DID document URL."""
+    """Print the instance DID and its DID document URL (as the server records them)."""
     settings = Settings()
 
-    async def show() -> None:
-        url = database_url(settings)
-        migrations.upgrade(url)
-        pool = await create_pool(url, min_size=1, max_size=1)
-        try:
-            identity = await load_identity(pool, public_url=settings.public_url)
-        finally:
-            await pool.close()
-        typer.echo(identity.did)
-        typer.echo(f"{settings.public_url}/.well-known/did.json")
+    async def show(pool: asyncpg.Pool) -> Identity:
+        return await load_identity(pool, public_url=settings.public_url, recorded=True)
 
-    asyncio.run(show())
+    identity = asyncio.run(_with_pool(settings, show))
+    typer.echo(identity.did)
+    typer.echo(f"{identity.public_url}/.well-known/did.json")
+
+
+async def _instance_identity(pool: asyncpg.Pool, settings: Settings) -> Identity:
+    """The identity the server recorded in the database (its public URL, not this shell's
+    ``CONFER_PUBLIC_URL``), checked against the stored users before anything is written."""
+    identity = await load_identity(pool, public_url=settings.public_url, recorded=True)
+    await check_public_url(pool, identity)
+    return identity
 
 
 async def _with_pool(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
@@ -111,10 +119,46 @@ def create_admin(
     settings = Settings()
 
     async def work(pool: asyncpg.Pool) -> str:
-        identity = await load_identity(pool, public_url=settings.public_url)
+        identity = await _instance_identity(pool, settings)
         return await ensure_admin(pool, identity, settings, username, password)
 
-    typer.echo(asyncio.run(_with_pool(settings, work)))
+    try:
+        typer.echo(asyncio.run(_with_pool(settings, work)))
+    except PublicURLChangedError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+admin_app = typer.Typer(help="Operator work on accounts.")
+app.add_typer(admin_app, name="admin")
+
+
+def _read_password() -> str:
+    """The new password: the first line of stdin when it is not a terminal, else prompted
+    twice without echo."""
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")
+    value: str = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    return value
+
+
+@admin_app.command("set-password")
+def admin_set_password(
+    username: str = typer.Argument(..., help="The user whose password is replaced."),
+) -> None:
+    """Set USERNAME's password (read from stdin, or prompted) and end all their sessions."""
+    settings = Settings()
+    password = _read_password()
+
+    async def work(pool: asyncpg.Pool) -> int:
+        return await set_password(pool, settings, username, password)
+
+    try:
+        revoked = asyncio.run(_with_pool(settings, work))
+    except ConferError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"password of {username} set; {revoked} session(s) ended")
 
 
 @app.command("new-encryption-key")

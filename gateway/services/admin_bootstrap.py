@@ -1,19 +1,24 @@
-"""Bootstrapping an admin from the command line (``confer create-admin``)."""
+"""Operator work from the command line: bootstrap an admin (``confer create-admin``), set a
+forgotten password (``confer admin set-password``)."""
 
 from __future__ import annotations
 
 import secrets
 
 import asyncpg
+from pydantic import TypeAdapter, ValidationError
 
 from gateway.clock import Clock
+from gateway.errors import FieldInvalidError, UserNotFoundError
 from gateway.services.accounts import Accounts
 from gateway.services.identity import Identity
+from gateway.services.passwords import Passwords
 from gateway.settings import Settings
 from gateway.store import accounts as accounts_store
 from gateway.store import audit as audit_store
+from gateway.store import sessions as sessions_store
 from gateway.store import users as users_store
-from models.api import RegisterCreate
+from models.api import Password, RegisterCreate
 
 
 async def ensure_admin(
@@ -48,3 +53,34 @@ async def ensure_admin(
     if generated:
         report += f" (created with password: {generated})"
     return report
+
+
+_PASSWORD = TypeAdapter(Password)
+
+
+async def set_password(pool: asyncpg.Pool, settings: Settings, username: str, password: str) -> int:
+    """Replace ``username``'s password and end every device session of theirs (each device
+    must log in again); audited as ``admin.password_set``. Returns the sessions revoked.
+
+    Raises UserNotFoundError for an unknown or deleted user, FieldInvalidError for a password
+    the registration would refuse (8 to 1024 characters).
+    """
+    try:
+        _PASSWORD.validate_python(password)
+    except ValidationError as exc:
+        raise FieldInvalidError(["password"], "must be 8 to 1024 characters") from exc
+    async with pool.acquire() as conn:
+        user = await users_store.get_user_by_username(conn, username=username)
+    if user is None:
+        raise UserNotFoundError(f"no user {username!r}")
+    password_hash = await Passwords(settings).hash(password)
+    async with pool.acquire() as conn, conn.transaction():
+        await users_store.update_password_hash(conn, id=user.id, password_hash=password_hash)
+        revoked = await sessions_store.delete_user_sessions(conn, user_id=user.id)
+        await audit_store.insert_audit(
+            conn,
+            action="admin.password_set",
+            user_id=user.id,
+            details={"by": "cli", "sessions_revoked": revoked},
+        )
+    return revoked

@@ -23,6 +23,7 @@ from a2a.auth import RequestSigner
 from did.document import build_did_document
 from did.web import did_from_base_url
 from gateway.ids import new_id
+from gateway.store import instance as instance_store
 from gateway.store import keys as keys_store
 from gateway.store import users as users_store
 
@@ -127,10 +128,18 @@ def _key(row: keys_store.InstanceKeyRow) -> InstanceKey:
 
 
 async def load_identity(
-    pool: asyncpg.Pool, *, public_url: str, signature_window: int = 60
+    pool: asyncpg.Pool, *, public_url: str, signature_window: int = 60, recorded: bool = False
 ) -> Identity:
-    """Load the instance keys, generating them on first start (kept in ``instance_keys``)."""
+    """Load the instance keys, generating them on first start (kept in ``instance_keys``).
+
+    With ``recorded`` (command-line tools), the public URL the server recorded at its start
+    (:func:`check_public_url`) wins over ``public_url``, which is used only before the first
+    start: a tool run with another ``CONFER_PUBLIC_URL``/``CONFER_PORT`` than the server's
+    must not make users under another DID.
+    """
     async with pool.acquire() as conn:
+        if recorded and (row := await instance_store.get_instance(conn)) is not None:
+            public_url = row.public_url
         federation = await _ensure_key(conn, FEDERATION)
         token = await _ensure_key(conn, ACCESS_TOKEN)
     active_token = [r for r in token if r.retired_at is None][-1]
@@ -148,17 +157,24 @@ class PublicURLChangedError(RuntimeError):
 
 
 async def check_public_url(pool: asyncpg.Pool, identity: Identity) -> None:
-    """Refuse to start when stored users have DIDs under another instance DID.
+    """Refuse to start when stored users have DIDs under another instance DID; else record
+    ``identity``'s DID and public URL (``instance_identity``) for the command-line tools.
 
     A did:web DID is derived from the public URL (did:web §3.1); changing the URL silently
     would leave every user with a DID this instance can no longer serve. Raises
-    PublicURLChangedError naming both DIDs.
+    PublicURLChangedError naming both DIDs (and the recorded public URL when there is one).
     """
-    async with pool.acquire() as conn:
+    async with pool.acquire() as conn, conn.transaction():
         other = await users_store.get_foreign_user_did(conn, instance_did=identity.did)
-    if other is not None:
-        raise PublicURLChangedError(
-            f"CONFER_PUBLIC_URL gives the instance DID {identity.did}, but this database holds "
-            f"users under another DID (for example {other}). Use the original public URL, or "
-            "another database (CONFER_DATABASE_URL / CONFER_DATA_DIR)."
-        )
+        if other is None:
+            await instance_store.upsert_instance(
+                conn, did=identity.did, public_url=identity.public_url
+            )
+            return
+        recorded = await instance_store.get_instance(conn)
+    served = f" (served until now at {recorded.public_url})" if recorded else ""
+    raise PublicURLChangedError(
+        f"CONFER_PUBLIC_URL gives the instance DID {identity.did}, but this database holds "
+        f"users under another DID{served}, for example {other}. Use the original public URL, "
+        "or another database (CONFER_DATABASE_URL / CONFER_DATA_DIR)."
+    )

@@ -1,0 +1,98 @@
+"""The commands a newcomer runs first, run for real as subprocesses against a served database."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+from tests.gateway.harness import Instance, run_instance
+
+PASSWORD = "correct horse battery"
+
+
+async def confer(
+    *args: str, database_url: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m gateway ARGS`` with only the database set: no CONFER_PORT, no public URL,
+    as an operator types it in a fresh shell beside the running server."""
+    env = {"CONFER_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"}
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "gateway", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_did_prints_the_served_identity(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        served = instance.did
+        base_url = instance.base_url
+    result = await confer("did", database_url=database_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [served, f"{base_url}/.well-known/did.json"]
+
+
+async def test_did_on_a_fresh_database(database_url: str) -> None:
+    result = await confer("did", database_url=database_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "did:web:localhost%3A8000"
+
+
+async def test_create_admin_without_the_servers_port_uses_the_servers_did(
+    database_url: str,
+) -> None:
+    async with run_instance(database_url) as instance:
+        served = instance.did
+    result = await confer("create-admin", "ops", database_url=database_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ops is now an admin (created with password: ")
+    async with run_instance(database_url) as instance:  # the next start is not refused
+        assert instance.did == served
+        async with instance.state.pool.acquire() as conn:
+            did = await conn.fetchval("SELECT did FROM users WHERE username = 'ops'")
+        assert did == f"{served}:users:ops"
+
+
+async def _login(instance: Instance, password: str) -> int:
+    response = await instance.client.post(
+        "/v1/auth/login", json={"username": "alice", "password": password, "device_id": "d2"}
+    )
+    return response.status_code
+
+
+async def test_admin_set_password_from_stdin_ends_every_session(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice", PASSWORD)
+        assert (await alice.request("GET", "/v1/me/sessions")).status_code == 200
+        result = await confer(
+            "admin", "set-password", "alice", database_url=database_url, stdin="a new secret 42\n"
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "password of alice set; 1 session(s) ended"
+        async with instance.state.pool.acquire() as conn:
+            sessions = await conn.fetchval(
+                "SELECT count(*) FROM sessions s JOIN users u ON u.id = s.user_id"
+                " WHERE u.username = 'alice'"
+            )
+            audited = await conn.fetchval(
+                "SELECT count(*) FROM audit_log WHERE action = 'admin.password_set'"
+            )
+        assert sessions == 0 and audited == 1
+        assert await _login(instance, PASSWORD) == 401
+        assert await _login(instance, "a new secret 42") == 200
+
+
+async def test_admin_set_password_refusals(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        await instance.register("alice", PASSWORD)
+    unknown = await confer(
+        "admin", "set-password", "nobody", database_url=database_url, stdin="long enough 1\n"
+    )
+    assert unknown.returncode == 1 and "no user 'nobody'" in unknown.stderr
+    short = await confer("admin", "set-password", "alice", database_url=database_url, stdin="x\n")
+    assert short.returncode == 1 and "8 to 1024" in short.stderr
