@@ -1,5 +1,5 @@
 """The edges and history of the concept graph: relations, frame references, occurrences, and the
-reads that walk them (graph around a concept, domain summary). Tables of migration 0015."""
+reads that walk them (graph around a concept, domain summary). Tables of migration 0013."""
 
 from __future__ import annotations
 

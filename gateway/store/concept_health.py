@@ -1,4 +1,4 @@
-"""Health of the concept graph (fractures, vaccines) and measurements (migration 0015)."""
+"""Health of the concept graph (fractures, vaccines) and measurements (migration 0013)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Concepts, their domains and their use (tables of migration 0015), scoped to one agent.
+"""Concepts, their domains and their use (tables of migration 0013), scoped to one agent.
 
 Every read returns concept rows as dicts with the columns of ``concepts`` plus ``domains`` (the
 sorted slugs). ``name_key`` arguments are already folded (lower case, no accents) by the caller.

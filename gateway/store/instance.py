@@ -1,4 +1,4 @@
-"""The instance's recorded identity (migration 0016): one row, its DID and public URL."""
+"""The instance's recorded identity (migration 0014): one row, its DID and public URL."""
 
 from __future__ import annotations
 

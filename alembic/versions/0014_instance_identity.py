@@ -5,16 +5,16 @@ Every user and agent DID is derived from the public URL (did:web §3.1). Command
 from their own environment, where ``CONFER_PUBLIC_URL``/``CONFER_PORT`` may differ from the
 server's. The server records it at start-up once its stored users agree with it.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0014
+Revises: 0013
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0016"
-down_revision = "0015"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

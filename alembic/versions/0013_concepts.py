@@ -17,7 +17,7 @@
 - ``concept_measurements`` + ``concept_measurement_domains``: AI-human measurements, outside the
   concept tables and so outside search.
 
-Revision ID: 0015
+Revision ID: 0013
 Revises: 0012
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0015"
+revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
