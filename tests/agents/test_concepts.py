@@ -27,6 +27,7 @@ WRITES = {
     "confer_promote_concept",
     "confer_archive_concept",
     "confer_record_measurement",
+    "confer_import_concepts",
 }
 
 
