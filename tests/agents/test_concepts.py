@@ -7,7 +7,7 @@ from typing import Any
 import asyncpg
 from mcp import Client
 
-from tests.agents.helpers import agent_id
+from tests.agents.helpers import agent_id, talk_to_agent
 from tests.agents.test_mcp import _audit_rows, mcp_client
 from tests.gateway.harness import run_instance
 
@@ -357,3 +357,43 @@ async def test_promote_concept(database_url: str) -> None:
         ]
         assert [r["success"] for r in rows] == [True, True, True, False]
         assert rows[0]["target_id"] == made["concept_id"] and rows[0]["agent"] == "t"
+
+
+async def test_agent_context_includes_the_conversations_project_concepts(
+    database_url: str,
+) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        conversation_id = await talk_to_agent(alice)
+        path = f"/v1/conversations/{conversation_id}/agent-context"
+        before = {p["name"]: p for p in (await alice.request("GET", path)).json()["parts"]}
+        assert before["concepts"] == {
+            "name": "concepts",
+            "tokens": 0,
+            "content": "",
+            "items": [],
+            "dropped": [],
+        }
+        for name, kind, project in (
+            ("Small commits", "principle", "demo"),
+            ("Big-bang rewrites", "pattern", "demo"),
+            ("Other project rule", "principle", "elsewhere"),
+        ):
+            body = {"concept": name, "type": kind, "session": "s1", "project": project}
+            made = await alice.request("POST", "/v1/concepts/occurrences", json=body)
+            assert made.status_code == 201, made.text
+        body = {"concept": "Small commits", "conversation_id": conversation_id, "project": "demo"}
+        made = await alice.request("POST", "/v1/concepts/occurrences", json=body)
+        assert made.status_code == 201, made.text
+        edge = {"source": "Big-bang rewrites", "target": "Small commits", "kind": "contradicts"}
+        assert (await alice.request("POST", "/v1/concepts/relations", json=edge)).is_success
+
+        context = (await alice.request("GET", path)).json()
+        names = [p["name"] for p in context["parts"]]
+        assert names.index("concepts") == names.index("knowledge") + 1
+        part = {p["name"]: p for p in context["parts"]}["concepts"]
+        assert part["content"].startswith("Concepts of project demo")
+        assert part["items"] == [made.json()["concept_id"], *part["items"][1:]]
+        assert len(part["items"]) == 2 and "Other project rule" not in part["content"]
+        assert "[CONTESTED] by: Big-bang rewrites (active, contradicts)" in part["content"]
+        assert part["content"] in context["system"]
