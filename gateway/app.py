@@ -69,6 +69,7 @@ from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.workers.auto_translation import run_auto_translator
+from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
@@ -184,6 +185,12 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ("translate", lambda: run_auto_translator(context.translator, hub)),
                 ("retention", lambda: run_retention(pool, clock, settings)),
                 ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
+                (
+                    "concept-decay",
+                    lambda: run_concept_decay(
+                        pool, clock, interval=settings.concept_decay_interval_seconds
+                    ),
+                ),
             ]
             try:
                 async with supervised(workers) as supervisor:

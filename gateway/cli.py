@@ -12,7 +12,7 @@ import asyncpg
 import typer
 import uvicorn
 
-from gateway import cli_memory, migrations
+from gateway import cli_concepts, cli_memory, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 app = typer.Typer(help="Confer: a federated messaging gateway for people and their agents.")
 app.add_typer(cli_memory.app, name="memory")
+app.add_typer(cli_concepts.app, name="concepts")
 
 
 @app.command()

@@ -256,6 +256,12 @@ class Settings(BaseSettings):
         description="allow_once and deny decisions (expired requests included) are deleted"
         " this long after the decision; allow_always grants stay.",
     )
+    concept_decay_interval_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How often the concept memory's weights decay and faded concepts turn"
+        " dormant or archived (gateway/workers/concept_decay.py).",
+    )
     ws_session_check_seconds: float = Field(
         default=10.0, gt=0, description="How often a WebSocket re-checks its device session."
     )

@@ -237,7 +237,8 @@ class ProjectMemoryVersionPublic(ConferModel):
 
 
 class ContextPart(ConferModel):
-    """One part of an assembled agent context (the context-tables spec's flow, steps 1–7).
+    """One part of an assembled agent context (the context-tables spec's flow, steps 1–7, and
+    ``concepts``, the concept memory's session context of the conversation's project).
 
     ``tokens`` is the estimate for ``content`` (see ``gateway.agents.tokens``); ``items`` names
     the rows that went in (memory, knowledge, message ids …); ``dropped`` those left out by
@@ -245,7 +246,14 @@ class ContextPart(ConferModel):
     """
 
     name: Literal[
-        "system_prompt", "personality", "memories", "knowledge", "ambient", "history", "summary"
+        "system_prompt",
+        "personality",
+        "memories",
+        "knowledge",
+        "concepts",
+        "ambient",
+        "history",
+        "summary",
     ]
     tokens: int
     content: str

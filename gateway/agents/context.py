@@ -5,9 +5,15 @@ The context-tables spec, section "Flujo de Contexto": 1 system prompt, 2 persona
 (most important first, at most 20, unexpired), 4 knowledge the agent may read, 5 the latest ambient
 context, 6 the non-compacted history, 7 the conversation summary.
 
+After knowledge (step 4) comes ``concepts``: the session context of the conversation's project
+from the agent's concept memory (:func:`gateway.store.agent_context.get_conversation_project`;
+active concepts of that project, principles > patterns > events, then weight, at most
+:data:`MAX_CONCEPTS`, a disputed one marked ``[CONTESTED]``). It is private like memories.
+
 Budget: the system prompt, personality and summary always go in; then the newest history that
 fits ``history_budget`` (older messages are what compaction will summarise); what is left goes
-to memories, then knowledge, then ambient context, each in its own order until one does not fit.
+to memories, then knowledge, then concepts, then ambient context, each in its own order until
+one does not fit.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncpg
 
 from gateway.agents.tokens import estimate_tokens
 from gateway.store import agent_context as store
+from gateway.store import concepts as concepts_store
 from gateway.store import knowledge as knowledge_store
 from gateway.store import memories as memories_store
 from models import Agent, User
@@ -34,6 +41,8 @@ from models.context import (
 
 MAX_MEMORIES = 20  # context-tables spec: LIMIT 20
 MAX_KNOWLEDGE = 50
+MAX_CONCEPTS = 20  # as many as list_active's per-type limit below
+CONTESTED_UNKNOWN = "[WARNING] contested could not be verified for these concepts"
 
 
 @dataclass
@@ -167,7 +176,7 @@ async def assemble(
         conn, agent, owner, conversation_id, min(history_budget, left), until
     )
     references, memories, knowledge = await _references(
-        conn, agent, owner, now, left - history.tokens, for_owner
+        conn, agent, owner, now, left - history.tokens, for_owner, conversation_id
     )
     if record_use and memories:
         await memories_store.mark_used(conn, ids=[m.id for m in memories], now=now)
@@ -201,10 +210,16 @@ async def _history(
 
 
 async def _references(
-    conn: asyncpg.Connection, agent: Agent, owner: User, now: datetime, left: int, private: bool
+    conn: asyncpg.Connection,
+    agent: Agent,
+    owner: User,
+    now: datetime,
+    left: int,
+    private: bool,
+    conversation_id: str,
 ) -> tuple[list[ContextPart], list[MemoryRow], list[KnowledgeRow]]:
-    """Steps 3–5: memories, knowledge and ambient context, each while it fits ``left``;
-    without ``private``, no memories and no ambient context."""
+    """Steps 3–5 and concepts: memories, knowledge, concepts and ambient context, each while
+    it fits ``left``; without ``private``, no memories, concepts nor ambient context."""
     memories = (
         await memories_store.list_memories(
             conn, agent_id=agent.id, include_expired=False, now=now, limit=MAX_MEMORIES
@@ -226,6 +241,9 @@ async def _references(
         left,
     )
     left -= knowledge_part.tokens
+    concept_part = await _concepts(conn, agent, conversation_id, left) if private else None
+    concept_part = concept_part or _part("concepts", "")
+    left -= concept_part.tokens
     ambient = (
         await knowledge_store.get_latest_ambient(conn, user_id=owner.id, now=now)
         if private
@@ -234,10 +252,43 @@ async def _references(
     blocks = [(ambient.id, _ambient_text(ambient))] if ambient else []
     ambient_part = _listed("ambient", "", blocks, left)
     return (
-        [memory_part, knowledge_part, ambient_part],
+        [memory_part, knowledge_part, concept_part, ambient_part],
         [m for m in memories if m.id in memory_part.items],
         [k for k in knowledge if k.id in knowledge_part.items],
     )
+
+
+async def _concepts(
+    conn: asyncpg.Connection, agent: Agent, conversation_id: str, left: int
+) -> ContextPart | None:
+    """The concepts part: the project's active concepts while they fit ``left``; None when
+    the conversation names no project."""
+    project = await store.get_conversation_project(conn, conversation_id=conversation_id)
+    if project is None:
+        return None
+    rows = await concepts_store.list_active(
+        conn, agent_id=agent.id, domains=None, project=project, type=None, limit_per_type=20
+    )
+    rows = rows[:MAX_CONCEPTS]  # principles first: the first 20 of up to 20 per type
+    heading = f"Concepts of project {project} (your concept memory):"
+    try:
+        async with conn.transaction():  # a savepoint: a failure must not end the caller's
+            challengers = await concepts_store.list_challengers(
+                conn, concept_ids=[r["id"] for r in rows]
+            )
+    except asyncpg.PostgresError:
+        challengers = None
+        heading = f"{heading}\n{CONTESTED_UNKNOWN}"
+    blocks = []
+    for row in rows:
+        text = f"- [{row['type']}, weight {row['weight']:.2f}] {row['name']}"
+        text = f"{text}: {row['description']}" if row["description"] else text
+        disputed = (challengers or {}).get(row["id"])
+        if disputed:
+            by = ", ".join(f"{c['name']} ({c['status']}, {c['relation']})" for c in disputed)
+            text = f"{text}\n  [CONTESTED] by: {by}"
+        blocks.append((row["id"], text))
+    return _listed("concepts", heading, blocks, left)
 
 
 def _listed(name: str, heading: str, blocks: list[tuple[str, str]], left: int) -> ContextPart:

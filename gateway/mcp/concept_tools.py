@@ -8,6 +8,7 @@ the write and its audit row commit together, a refused write leaves only its aud
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -19,7 +20,7 @@ from pydantic_core import to_jsonable_python
 from gateway.db import Transaction
 from gateway.mcp.audit import audited_write, guarded
 from gateway.mcp.deps import ToolDeps
-from gateway.services import concept_context, concept_writes, concepts
+from gateway.services import concept_context, concept_import, concept_writes, concepts
 from models import User
 from models.concepts import (
     ConceptType,
@@ -334,3 +335,28 @@ def _writes(server: Any, caller: Caller) -> None:
 
         tool = "confer_record_measurement"
         return await audited(ctx, tool, agent, payload, "concept_measurements", action)
+
+    @write_tool(WRITE)
+    async def confer_import_concepts(
+        ctx: Context,
+        content: Annotated[str, Field(min_length=1)],
+        session: Annotated[str, Field(min_length=1, max_length=200)] | None = None,
+        agent: str = "unknown",
+    ) -> dict[str, Any]:
+        """Import a session YAML file (``session``, ``project``, ``domains``, ``concepts`` with
+        ``related_to`` lists; ``frame:<alias>`` targets need ``relation: interpreted_under``
+        and only it may name a frame), at most 512 KiB. Valid entries are stored; the report
+        lists the errors and warnings, and every skipped entry has its own audit row
+        (audited)."""
+        digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+        payload = {"session": session, "bytes": len(content), "sha256": digest}
+        tool = "confer_import_concepts"
+
+        async def action(tx: Transaction, d: Any, user: User) -> Any:
+            document = concept_import.parse(content)
+            audit = concept_import.Audit(user_id=user.id, agent=agent, tool_name=tool)
+            return await concept_import.import_session_in(
+                tx, d, user, document, audit=audit, default_session=session
+            )
+
+        return await audited(ctx, tool, agent, payload, "concepts", action)

@@ -7,11 +7,13 @@ Weight schedule (documented in docs/agents.md, "Concept memory"):
   again becomes active (an archived one stays archived until promoted).
 - **Disuse**: the weight halves every :data:`HALF_LIFE` (30 days) without use:
   ``w(t) = w(t0) * 0.5 ** ((t - t0) / HALF_LIFE)``. Each use applies it to that concept first;
-  :func:`gateway.store.concepts.update_decay` applies it to every concept (exponential decay
-  composes, so how often it runs does not change the weights; no background loop calls it yet).
-  A concept
-  whose weight falls below :data:`DORMANT_BELOW` (0.5) turns dormant; a dormant one below
-  :data:`ARCHIVE_BELOW` (0.1) is archived. ``peak_weight`` keeps the highest weight reached.
+  the decay worker (:mod:`gateway.workers.concept_decay`, every
+  ``concept_decay_interval_seconds``) applies it to every concept with
+  :func:`gateway.store.concepts.update_decay` (exponential decay composes, so how often it runs
+  does not change the weights). A concept whose weight falls below :data:`DORMANT_BELOW` (0.5)
+  turns dormant; a dormant one below :data:`ARCHIVE_BELOW` (0.1) is archived. ``peak_weight``
+  keeps the highest weight reached.
+- **Promotion** to active lifts the weight to at least :data:`USE_INCREMENT` as of now.
 
 Fracture severity (semantic-memory MCP spec, ``cs_get_alerts``): **critical** when the weakened
 concept weighed more than 1.0 before it decayed (``peak_weight``) or a dependent weighs more than

@@ -159,15 +159,27 @@ async def change_status_in(
     tx: Transaction, deps: ConceptDeps, user: User, data: StatusChange, agent_id: str | None
 ) -> tuple[dict[str, Any], str | None]:
     """Promote (``active``) or archive a concept. Returns ``{"concept_id", "status",
-    "previous_status"}``. Raises ConceptNotFoundError."""
+    "previous_status", "weight"}``. Raises ConceptNotFoundError.
+
+    Promoting also lifts the weight to at least :data:`USE_INCREMENT` (one use's worth) as of
+    now: a faded concept promoted with its old weight would turn dormant again at the decay
+    job's next pass."""
     agent = await agent_for(tx.conn, user, agent_id)
     concept = await store.get_concept(tx.conn, agent_id=agent, name=data.concept)
     if concept is None:
         raise ConceptNotFoundError(f"no concept {data.concept!r}")
+    promote = data.status == "active"
     await store.update_status(
-        tx.conn, concept_id=concept["id"], status=data.status, now=deps.clock.now()
+        tx.conn,
+        concept_id=concept["id"],
+        status=data.status,
+        now=deps.clock.now(),
+        floor_weight=USE_INCREMENT if promote else None,
+        half_life_s=HALF_LIFE.total_seconds() if promote else None,
     )
-    result = {"concept_id": concept["id"], "status": data.status}
+    row = await store.get_concept(tx.conn, agent_id=agent, name=data.concept)
+    assert row is not None
+    result = {"concept_id": concept["id"], "status": data.status, "weight": row["weight"]}
     return {**result, "previous_status": concept["status"]}, concept["id"]
 
 

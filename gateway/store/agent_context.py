@@ -81,3 +81,19 @@ async def compact(
            ON CONFLICT (message_id) DO NOTHING""",
         [(message_id, conversation_id) for message_id in message_ids],
     )
+
+
+async def get_conversation_project(conn: asyncpg.Connection, *, conversation_id: str) -> str | None:
+    """The project a conversation works on: the newest project named by a concept occurrence
+    recorded from it, or else by a memory that originated in it; None when neither names one."""
+    project: str | None = await conn.fetchval(
+        """SELECT project FROM (
+             SELECT project, seen_at AS at FROM concept_occurrences
+             WHERE conversation_id = $1 AND project IS NOT NULL
+             UNION ALL
+             SELECT project_id, created_at FROM agent_memories
+             WHERE origin_conversation_id = $1 AND project_id IS NOT NULL) named
+           ORDER BY at DESC LIMIT 1""",
+        conversation_id,
+    )
+    return project

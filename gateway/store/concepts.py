@@ -158,11 +158,29 @@ async def update_use(
 
 
 async def update_status(
-    conn: asyncpg.Connection, *, concept_id: str, status: str, now: datetime
+    conn: asyncpg.Connection,
+    *,
+    concept_id: str,
+    status: str,
+    now: datetime,
+    floor_weight: float | None = None,
+    half_life_s: float | None = None,
 ) -> None:
-    """Set a concept's status."""
+    """Set a concept's status. With ``floor_weight`` (and ``half_life_s``), also decay the
+    weight to ``now`` and raise it to at least ``floor_weight`` (``peak_weight`` follows)."""
     await conn.execute(
-        "UPDATE concepts SET status = $2, updated_at = $3 WHERE id = $1", concept_id, status, now
+        """UPDATE concepts SET status = $2, updated_at = $3,
+             weight = CASE WHEN $4::float8 IS NULL THEN weight ELSE GREATEST($4, weight
+                        * power(0.5, greatest(0, extract(epoch FROM $3 - weight_at)) / $5)) END,
+             weight_at = CASE WHEN $4::float8 IS NULL THEN weight_at ELSE $3 END,
+             peak_weight = CASE WHEN $4::float8 IS NULL THEN peak_weight
+                                ELSE GREATEST(peak_weight, $4) END
+           WHERE id = $1""",
+        concept_id,
+        status,
+        now,
+        floor_weight,
+        half_life_s,
     )
 
 

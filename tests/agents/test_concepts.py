@@ -7,7 +7,7 @@ from typing import Any
 import asyncpg
 from mcp import Client
 
-from tests.agents.helpers import agent_id
+from tests.agents.helpers import agent_id, talk_to_agent
 from tests.agents.test_mcp import _audit_rows, mcp_client
 from tests.gateway.harness import run_instance
 
@@ -27,6 +27,7 @@ WRITES = {
     "confer_promote_concept",
     "confer_archive_concept",
     "confer_record_measurement",
+    "confer_import_concepts",
 }
 
 
@@ -254,3 +255,145 @@ async def test_fractures_vaccines_and_measurements(database_url: str) -> None:
         assert measurements[2]["target_id"] == recorded["id"]
         assert measurements[2]["agent"] == "claude-code-test"
         assert agent_id(alice)
+
+
+def names(grouped: dict[str, Any]) -> dict[str, list[str]]:
+    return {k: [c["name"] for c in grouped[k]] for k in ("principles", "patterns", "events")}
+
+
+async def test_active_concepts_by_type(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        async with mcp_client(instance, alice) as client:
+            await seen(client, "Light principle", type="principle", domains=["core"])
+            await seen(client, "Heavy principle", type="principle", project="demo")
+            await seen(client, "Heavy principle", project="demo")
+            await seen(client, "A pattern", type="pattern", domains=["core"])
+            await seen(client, "An event", type="event", project="demo")
+            await seen(client, "Archived principle", type="principle", domains=["core"])
+            await seen(client, "Dormant pattern", type="pattern")
+            await tool(client, "confer_archive_concept", {"concept": "Archived principle"})
+            conn = await asyncpg.connect(database_url)
+            try:
+                await conn.execute(
+                    "UPDATE concepts SET status = 'dormant' WHERE name = 'Dormant pattern'"
+                )
+            finally:
+                await conn.close()
+
+            every = await tool(client, "confer_get_active_concepts", {})
+            assert names(every) == {  # by weight within each type; only active concepts
+                "principles": ["Heavy principle", "Light principle"],
+                "patterns": ["A pattern"],
+                "events": ["An event"],
+            }
+            assert all(c["status"] == "active" for c in every["principles"])
+            patterns = await tool(client, "confer_get_active_concepts", {"concept_type": "pattern"})
+            assert names(patterns) == {"principles": [], "patterns": ["A pattern"], "events": []}
+            one = await tool(client, "confer_get_active_concepts", {"limit": 1})
+            assert names(one)["principles"] == ["Heavy principle"]
+            core = await tool(client, "confer_get_active_concepts", {"domain": "core"})
+            assert names(core) == {
+                "principles": ["Light principle"],
+                "patterns": ["A pattern"],
+                "events": [],
+            }
+            demo = await tool(client, "confer_get_active_concepts", {"project": "demo"})
+            assert names(demo) == {
+                "principles": ["Heavy principle"],
+                "patterns": [],
+                "events": ["An event"],
+            }
+            refused = await tool(
+                client, "confer_get_active_concepts", {"concept_type": "axiom"}, failing=True
+            )
+            assert refused["code"] == "validation_failed"
+        rest = await alice.request("GET", "/v1/concepts/active", params={"domain": "core"})
+        assert rest.status_code == 200 and names(rest.json()) == names(core)
+        bad = await alice.request("GET", "/v1/concepts/active", params={"concept_type": "axiom"})
+        assert bad.status_code == 422 and bad.json()["code"] == "validation_failed"
+
+
+async def test_promote_concept(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        async with mcp_client(instance, alice) as client:
+            made = await seen(client, "Faded rule", type="principle")
+            await tool(client, "confer_archive_concept", {"concept": "Faded rule"})
+            conn = await asyncpg.connect(database_url)
+            try:
+                # as if it had decayed for months before it was archived
+                await conn.execute("UPDATE concepts SET weight = 0.05 WHERE name = 'Faded rule'")
+            finally:
+                await conn.close()
+            active = await tool(client, "confer_get_active_concepts", {})
+            assert names(active)["principles"] == []
+
+            promoted = await tool(
+                client, "confer_promote_concept", {"concept": "Faded rule", "agent": "t"}
+            )
+            assert promoted["status"] == "active" and promoted["previous_status"] == "archived"
+            assert promoted["concept_id"] == made["concept_id"]
+            assert promoted["weight"] == 1.0  # lifted to one use, so decay does not fade it again
+            active = await tool(client, "confer_get_active_concepts", {})
+            assert names(active)["principles"] == ["Faded rule"]
+
+            again = await tool(client, "confer_promote_concept", {"concept": "Faded rule"})
+            assert again["previous_status"] == "active" and again["weight"] == 1.0
+            await seen(client, "Faded rule")  # 2.0 now: promoting keeps a higher weight
+            kept = await tool(client, "confer_promote_concept", {"concept": "Faded rule"})
+            assert kept["weight"] > 1.9
+
+            missing = await tool(
+                client, "confer_promote_concept", {"concept": "No such rule"}, failing=True
+            )
+            assert missing["code"] == "concept_not_found" and "audit_id" in missing
+        rest = await alice.request(
+            "POST", "/v1/concepts/status", json={"concept": "No such rule", "status": "active"}
+        )
+        assert rest.status_code == 404 and rest.json()["code"] == "concept_not_found"
+        rows = [
+            r for r in await _audit_rows(database_url) if r["tool_name"] == "confer_promote_concept"
+        ]
+        assert [r["success"] for r in rows] == [True, True, True, False]
+        assert rows[0]["target_id"] == made["concept_id"] and rows[0]["agent"] == "t"
+
+
+async def test_agent_context_includes_the_conversations_project_concepts(
+    database_url: str,
+) -> None:
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        conversation_id = await talk_to_agent(alice)
+        path = f"/v1/conversations/{conversation_id}/agent-context"
+        before = {p["name"]: p for p in (await alice.request("GET", path)).json()["parts"]}
+        assert before["concepts"] == {
+            "name": "concepts",
+            "tokens": 0,
+            "content": "",
+            "items": [],
+            "dropped": [],
+        }
+        for name, kind, project in (
+            ("Small commits", "principle", "demo"),
+            ("Big-bang rewrites", "pattern", "demo"),
+            ("Other project rule", "principle", "elsewhere"),
+        ):
+            body = {"concept": name, "type": kind, "session": "s1", "project": project}
+            made = await alice.request("POST", "/v1/concepts/occurrences", json=body)
+            assert made.status_code == 201, made.text
+        body = {"concept": "Small commits", "conversation_id": conversation_id, "project": "demo"}
+        made = await alice.request("POST", "/v1/concepts/occurrences", json=body)
+        assert made.status_code == 201, made.text
+        edge = {"source": "Big-bang rewrites", "target": "Small commits", "kind": "contradicts"}
+        assert (await alice.request("POST", "/v1/concepts/relations", json=edge)).is_success
+
+        context = (await alice.request("GET", path)).json()
+        names = [p["name"] for p in context["parts"]]
+        assert names.index("concepts") == names.index("knowledge") + 1
+        part = {p["name"]: p for p in context["parts"]}["concepts"]
+        assert part["content"].startswith("Concepts of project demo")
+        assert part["items"] == [made.json()["concept_id"], *part["items"][1:]]
+        assert len(part["items"]) == 2 and "Other project rule" not in part["content"]
+        assert "[CONTESTED] by: Big-bang rewrites (active, contradicts)" in part["content"]
+        assert part["content"] in context["system"]

@@ -44,6 +44,7 @@ WRITE_TOOLS = {
     "confer_promote_concept",
     "confer_archive_concept",
     "confer_record_measurement",
+    "confer_import_concepts",
 }
 
 
