@@ -164,6 +164,25 @@ class InstanceStats(ConferModel):
     login_failures_24h: int
 
 
+_OUTBOX_ENTRY = {
+    "id": "01J9ZK3G7R8T5V2W4X6Y8Z0A1C",
+    "message_id": "01J9ZK3F2N4P6Q8R0S2T4V6W8X",
+    "destination": "b.example",
+    "peer_did": "did:web:b.example:users:bob",
+    "endpoint": "https://b.example/users/bob/a2a",
+    "state": "retrying",
+    "attempts": 3,
+    "next_attempt_at": _TIME,
+    "leased_until": None,
+    "reason": "HTTP 503",
+    "parked": False,
+    "original": True,
+    "delivered_at": None,
+    "failed_at": None,
+    "created_at": _TIME,
+}
+
+
 class OutboxEntryPublic(ConferModel):
     """One ``federation_outbox`` row for an operator (``GET /v1/admin/federation/outbox``).
 
@@ -171,6 +190,8 @@ class OutboxEntryPublic(ConferModel):
     it is POSTed to), ``leased_until`` (a worker holds it until then) and ``original`` (False
     for an edit, delete or decision notice that names ``message_id``).
     """
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_OUTBOX_ENTRY]})
 
     id: Ulid
     message_id: Ulid
@@ -191,6 +212,10 @@ class OutboxEntryPublic(ConferModel):
 
 class OutboxPage(ConferModel):
     """Outbox rows newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [_OUTBOX_ENTRY], "next_before": None}]}
+    )
 
     items: list[OutboxEntryPublic]
     next_before: Ulid | None = None
@@ -231,5 +256,25 @@ class DestinationPublic(ConferModel):
 
 class DestinationList(ConferModel):
     """Destinations by name (at most 1000)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {
+                            "destination": "b.example",
+                            "failures": 0,
+                            "failing_since": None,
+                            "last_error": None,
+                            "parked_at": None,
+                            "pending": 1,
+                            "oldest_pending_at": _TIME,
+                        }
+                    ]
+                }
+            ]
+        }
+    )
 
     items: list[DestinationPublic]
