@@ -167,3 +167,50 @@ async def test_a_forged_group_claim_is_refused(make_database) -> None:
         assert plain.status_code == 200, plain.text
         (stored,) = await placed(a, bare)
         assert stored["conversation_id"] != g1 and stored["type"].startswith("direct")
+
+
+async def test_a_replica_follows_the_homes_name_and_members(make_database) -> None:
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as b,
+        run_instance(await make_database()) as c,
+    ):
+        alice, bob, carol = (
+            await a.register("alice"),
+            await b.register("bob"),
+            await c.register("carol"),
+        )
+        created = await alice.request(
+            "POST",
+            "/v1/conversations",
+            json={"type": "group", "name": "G1", "participant_dids": [bob.did, carol.did]},
+        )
+        g1 = created.json()["id"]
+        await alice.send(g1, "first")
+        (first,) = await arrived(b, "first")
+        replica_b = first["conversation_id"]
+
+        renamed = await alice.request("PATCH", f"/v1/conversations/{g1}", json={"name": "G2"})
+        assert renamed.status_code == 200, renamed.text
+        conversation = (await alice.request("GET", f"/v1/conversations/{g1}")).json()
+        (carol_row,) = [p for p in conversation["participants"] if p.get("did") == carol.did]
+        removed = await alice.request(
+            "DELETE", f"/v1/conversations/{g1}/participants/{carol_row['id']}"
+        )
+        assert removed.status_code in (200, 204), removed.text
+        await alice.send(g1, "second")
+        (second,) = await arrived(b, "second")
+        assert second["conversation_id"] == replica_b and second["name"] == "G2"
+        async with b.state.pool.acquire() as conn:
+            dids = await conn.fetch(
+                """SELECT pa.did FROM conversation_participants p
+                   JOIN peer_agents pa ON pa.id = p.peer_id WHERE p.conversation_id = $1""",
+                replica_b,
+            )
+        assert carol.did not in {r["did"] for r in dids}
+        # Carol, removed at home, may no longer write into the group anywhere.
+        replica_c = (await placed(c, "first"))[0]["conversation_id"]
+        await carol.send(replica_c, "after removal")
+        await settle(a, b, c)
+        assert await placed(a, "after removal") == []
+        assert await placed(b, "after removal") == []
