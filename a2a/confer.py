@@ -11,7 +11,10 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                 "heldUntilOwnerReturns": true,
                 "contentType": "code", "language": "en", "via": "web",
                 "citations": [{"source": "RFC 9421", "trust_level": "authoritative"}],
-                "translation": {"from": "de", "to": "en", "provider": "openai"}}}
+                "translation": {"from": "de", "to": "en", "provider": "openai"},
+                "conversation": {"id": "01J…", "type": "group", "name": "launch",
+                                 "home": "did:web:a.example",
+                                 "members": ["did:web:a.example:users:alice", "…"]}}}
 
 A message's content rides in its parts (:func:`message_parts`, read back with
 :func:`read_parts`): ``content`` as one text part, ``content_json`` as one data part
@@ -78,6 +81,25 @@ class ConferChange(BaseModel):
             return None
 
 
+class ConferConversation(BaseModel):
+    """``confer.conversation``: the group a message belongs to, in its home instance's terms.
+
+    A group has one home instance (``home``, its instance DID, ``did:web:<host>``), which
+    owns its name and member list; ``id`` is the home's conversation id and is also the
+    message's ``contextId``. ``members`` are the DIDs of every member (users and agents, on
+    any instance). Every other instance with members keeps a replica keyed by
+    ``(home, id)``. A message without this member is never stored in a group, and a message
+    with it never in a direct conversation.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    id: StrictStr
+    type: Literal["group"] = "group"
+    home: StrictStr
+    name: StrictStr | None = None
+    members: list[StrictStr] = []
+
+
 class ConferMetadata(BaseModel):
     """The members of ``metadata.confer`` Confer writes and reads; all optional.
 
@@ -98,6 +120,8 @@ class ConferMetadata(BaseModel):
       (the human language of the text), ``translation`` (``{"from", "to", "provider"}``) and
       ``via`` (the client it was sent from) as the sender stored them. Their inner shape is the
       receiver's to check, by the rules it applies to its own clients.
+    - ``conversation``: the group the message belongs to (:class:`ConferConversation`);
+      absent on a direct message.
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -119,6 +143,7 @@ class ConferMetadata(BaseModel):
     language: StrictStr | None = None
     translation: dict[str, Any] | None = None
     via: StrictStr | None = None
+    conversation: ConferConversation | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)

@@ -31,6 +31,7 @@ The hierarchy (wire code in brackets)::
         ApiKeyScopeError [api_key_scope]
         AgentNotReachableError [agent_not_reachable]
         PeerBlockedError [peer_blocked]
+        NotGroupMemberError [not_group_member]
       NotFoundError [not_found]
         ConversationNotFoundError [conversation_not_found]
         RecipientNotFoundError [recipient_not_found]
@@ -395,3 +396,7 @@ class TranslationFailedError(ConferError):
 
 class NothingToTranslateError(ConferError):
     code, title = "nothing_to_translate", "The message has no text to translate"
+
+
+class NotGroupMemberError(ForbiddenError):
+    code, title = "not_group_member", "The sender is not a member of that group"

@@ -31,7 +31,12 @@ from a2a.protocol import (
 )
 from gateway.a2a_callers import Caller
 from gateway.deps import State
-from gateway.errors import ApiKeyScopeError, PeerBlockedError, UnsupportedMediaTypeError
+from gateway.errors import (
+    ApiKeyScopeError,
+    NotGroupMemberError,
+    PeerBlockedError,
+    UnsupportedMediaTypeError,
+)
 from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
 from gateway.services import a2a_rpc
@@ -89,6 +94,7 @@ def _context(
         identity=state.identity,
         max_message_chars=state.settings.max_message_chars,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
+        peers=state.peers,
     )
 
 
@@ -104,7 +110,7 @@ async def _dispatch(
         return JSONResponse(error_envelope(None, exc), status_code=400)
     try:
         return await _call(state, caller, request, endpoint, rpc_id, name, params)
-    except (PeerBlockedError, ApiKeyScopeError) as exc:
+    except (PeerBlockedError, ApiKeyScopeError, NotGroupMemberError) as exc:
         # The door refused: at the endpoint's recipient below, or (on /a2a) at the recipient
         # the message names, inside the method. Either way the refusal writes nothing else.
         await audit_rejection(state, request, exc.code, exc.detail)

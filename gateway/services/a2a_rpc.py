@@ -36,11 +36,12 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import RecipientNotFoundError, ValidationFailedError
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, federation
+from gateway.services import federated_changes, federation, groups
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
+from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.store.tasks import TaskRow
 
@@ -54,7 +55,8 @@ class RpcContext:
     ``recipient`` is the endpoint's recipient, already admitted by the edge; None on ``/a2a``,
     where a message names its own. ``ip`` is the caller's address for the audit row.
     ``max_message_chars`` bounds a message's text; a consent request expires
-    ``permission_ttl_seconds`` after ``clock.now()``.
+    ``permission_ttl_seconds`` after ``clock.now()``. ``peers`` resolves the remote members
+    a group message names (None: only members already known join a replica).
     """
 
     caller: A2ACaller
@@ -68,6 +70,7 @@ class RpcContext:
     identity: Identity
     max_message_chars: int
     permission_ttl_seconds: float
+    peers: PeerDirectory | None = None
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -112,6 +115,10 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
     """Store a new message (or return the first answer to a retried one)."""
     await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
     recipient = await _recipient(ctx, params)
+    claim = ConferMetadata.of(params.message.metadata).conversation
+    if claim is not None and ctx.peers is not None and ctx.caller.peer is not None:
+        if ctx.caller.peer.peer.did.startswith(claim.home + ":"):  # the home's member list
+            await groups.resolve_members(ctx.pool, ctx.peers, claim, ctx.identity.did)
     return await federation.receive_message(
         ctx.caller,
         recipient,

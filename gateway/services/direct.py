@@ -7,6 +7,7 @@ import asyncpg
 from gateway.ids import is_ulid
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
+from gateway.store import groups as groups_store
 from gateway.store.conversations import ParticipantRef
 
 
@@ -17,14 +18,23 @@ async def peer_conversation(
     is a conversation of ours in which both the recipient and the peer take part (our answer
     to a message we sent; A2A §3.4 contexts), else the recipient's direct conversation with
     the peer (for a user, one they opened themselves as ``direct_user_user`` or
-    ``direct_user_agent``), created on first contact."""
+    ``direct_user_agent``), created on first contact.
+
+    A ``contextId`` naming a group is not followed: a message that does not claim to belong
+    to the group (:mod:`gateway.services.groups`) must not land in it, whatever context the
+    peer reused."""
     owner_id, agent_id = recipient.user_id, recipient.agent_id
     if context_id and is_ulid(context_id):
-        if await conv_store.both_take_part(
-            conn,
-            conversation_id=context_id,
-            member=("own_agent", agent_id) if agent_id else ("user", owner_id),
-            peer_id=peer_id,
+        kind = await groups_store.get_conversation_kind(conn, conversation_id=context_id)
+        if (
+            kind is not None
+            and kind[0] != "group"
+            and await conv_store.both_take_part(
+                conn,
+                conversation_id=context_id,
+                member=("own_agent", agent_id) if agent_id else ("user", owner_id),
+                peer_id=peer_id,
+            )
         ):
             return context_id
     type_ = "direct_agent_agent" if agent_id else "direct_user_user"

@@ -22,12 +22,13 @@ from gateway.db import transaction
 from gateway.errors import (
     ApiKeyScopeError,
     FederationAuthError,
+    NotGroupMemberError,
     PeerBlockedError,
     RecipientNotFoundError,
 )
 from gateway.ids import is_ulid, new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import a2a_content, consent, key_consent, policy
+from gateway.services import a2a_content, consent, groups, key_consent, policy
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
@@ -38,13 +39,14 @@ from gateway.services.verdicts import agent_verdict
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
+from gateway.store import groups as groups_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
 from gateway.store import permissions as permissions_store
 from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
-from models import Message, PermissionRow
+from models import Message, PeerAgentRow, PermissionRow
 from models.api import MessageCreate
 
 
@@ -309,7 +311,7 @@ async def _hold_for_consent(
             conn, now, expires_at, caller, recipient, params, text, verdict
         )
     peer = caller.peer.peer
-    conversation_id = await peer_conversation(conn, recipient, peer.id, params.message.contextId)
+    conversation_id = await _peer_conversation(conn, recipient, peer, params)
     await peers_store.upsert_contact(
         conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
     )
@@ -454,9 +456,7 @@ async def _store_message(
     in_reply_to = None
     if caller.peer is not None:
         peer = caller.peer.peer
-        conversation_id = await peer_conversation(
-            conn, recipient, peer.id, params.message.contextId
-        )
+        conversation_id = await _peer_conversation(conn, recipient, peer, params)
         in_reply_to = await _local_reply_target(
             conn, params, peer.did, recipient.did, conversation_id
         )
@@ -477,6 +477,17 @@ async def _store_message(
         conversation_id = await api_conversation(conn, owner.id, recipient)
         sender = {"sender_type": "user", "sender_id": owner.id, "sender_did": owner.did}
         notify = [owner.id, recipient.user_id]
+    if caller.peer is not None:
+        # A group message for a second local member: the group holds it once.
+        copy = await groups_store.find_group_copy(
+            conn,
+            origin_did=caller.origin,
+            remote_message_id=params.message.messageId,
+            conversation_id=conversation_id,
+        )
+        stored = await messages_store.get_message(conn, id=copy) if copy else None
+        if stored is not None:
+            return stored, notify
     message = await messages_store.insert_message(
         conn,
         id=new_id(),
@@ -487,6 +498,25 @@ async def _store_message(
     )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify
+
+
+async def _peer_conversation(
+    conn: asyncpg.Connection, recipient: Recipient, peer: PeerAgentRow, params: SendMessageParams
+) -> str:
+    """The conversation a signed peer's message goes into: the group it claims
+    (``metadata.confer.conversation``, :func:`groups.group_conversation`), else the direct
+    conversation (:func:`peer_conversation`). A claim that is malformed, or whose
+    ``contextId`` is not the group's, raises NotGroupMemberError: a message meant for a
+    group never falls back to a direct conversation."""
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if "conversation" in confer.malformed or (
+        claim is not None and params.message.contextId != claim.id
+    ):
+        raise NotGroupMemberError("metadata.confer.conversation does not name this context")
+    if claim is not None:
+        return await groups.group_conversation(conn, recipient, peer, claim)
+    return await peer_conversation(conn, recipient, peer.id, params.message.contextId)
 
 
 async def _local_reply_target(

@@ -4,7 +4,9 @@ Whatever leaves this instance for a peer goes through :func:`queue_for_peers`, i
 transaction that stored it (so the delivery is queued exactly when the change commits):
 
 - a :class:`Post` — a user's message, an agent's answer, or the agent's answer to a request
-  held for consent — goes to every peer agent of its conversation, or to one named peer;
+  held for consent — goes to every peer agent of its conversation, or to one named peer; a
+  group's message carries the group's identity and the home's group id as its ``contextId``
+  (:mod:`gateway.services.groups`);
 - a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to.
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
@@ -24,6 +26,7 @@ import asyncpg
 
 from a2a.confer import ConferChange, ConferMetadata, send_message_params
 from gateway.ids import new_id
+from gateway.services import groups
 from gateway.services.a2a_content import outbound_metadata, outbound_parts
 from gateway.store import federated_changes as changes_store
 from gateway.store import federation as federation_store
@@ -139,6 +142,12 @@ async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination
         )
     message = item.message
     context_id, in_reply_to = await _peer_terms(conn, item, d.recipient)
+    group = await groups.outbound_claim(
+        conn, conversation_id=message.conversation_id, sender_did=d.sender_did
+    )
+    if group is not None:
+        # A group message names the home's group, never a context learned elsewhere.
+        context_id = group.id
     return send_message_params(
         message_id=message.id,
         context_id=context_id,
@@ -152,6 +161,7 @@ async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination
             inReplyTo=in_reply_to,
             taskId=item.task_id,
             decision=item.decision,
+            conversation=group,
             **outbound_metadata(message),
         ),
     )

@@ -1,0 +1,124 @@
+"""``group_replicas`` rows, and the lookups that tell a group's messages from direct ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+
+@dataclass(frozen=True)
+class ReplicaRow:
+    """Table ``group_replicas``: the local conversation mirroring group ``remote_id`` of the
+    home instance ``home`` (an instance DID), with the member DIDs the home last announced."""
+
+    conversation_id: str
+    home: str
+    remote_id: str
+    members: list[str]
+
+
+def _replica(record: asyncpg.Record) -> ReplicaRow:
+    members = record["members"]
+    return ReplicaRow(
+        record["conversation_id"],
+        record["home"],
+        record["remote_id"],
+        [m for m in members if isinstance(m, str)] if isinstance(members, list) else [],
+    )
+
+
+async def get_replica(conn: asyncpg.Connection, *, conversation_id: str) -> ReplicaRow | None:
+    """The replica row of a local conversation, or None (a home group or not a group)."""
+    record = await conn.fetchrow(
+        "SELECT * FROM group_replicas WHERE conversation_id = $1", conversation_id
+    )
+    return _replica(record) if record else None
+
+
+async def find_replica(conn: asyncpg.Connection, *, home: str, remote_id: str) -> ReplicaRow | None:
+    """The replica of the home's group ``remote_id``, or None."""
+    record = await conn.fetchrow(
+        "SELECT * FROM group_replicas WHERE home = $1 AND remote_id = $2", home, remote_id
+    )
+    return _replica(record) if record else None
+
+
+async def insert_replica(
+    conn: asyncpg.Connection,
+    *,
+    conversation_id: str,
+    home: str,
+    remote_id: str,
+    members: list[str],
+) -> ReplicaRow:
+    """Record that ``conversation_id`` mirrors the home's group ``remote_id``."""
+    record = await conn.fetchrow(
+        """INSERT INTO group_replicas (conversation_id, home, remote_id, members)
+           VALUES ($1, $2, $3, $4) RETURNING *""",
+        conversation_id,
+        home,
+        remote_id,
+        members,
+    )
+    assert record is not None
+    return _replica(record)
+
+
+async def update_replica_members(
+    conn: asyncpg.Connection, *, conversation_id: str, members: list[str]
+) -> None:
+    """Replace the member list the home announced."""
+    await conn.execute(
+        """UPDATE group_replicas SET members = $2, updated_at = NOW()
+           WHERE conversation_id = $1""",
+        conversation_id,
+        members,
+    )
+
+
+async def get_conversation_kind(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> tuple[str, str | None] | None:
+    """``(type, name)`` of a conversation (``group``, ``direct_…``), None for an unknown id."""
+    record = await conn.fetchrow(
+        "SELECT type, name FROM conversations WHERE id = $1", conversation_id
+    )
+    return (str(record["type"]), record["name"]) if record else None
+
+
+async def list_known_peer_dids(conn: asyncpg.Connection, *, dids: list[str]) -> set[str]:
+    """Those of ``dids`` that have a ``peer_agents`` row."""
+    records = await conn.fetch("SELECT did FROM peer_agents WHERE did = ANY($1::text[])", dids)
+    return {r["did"] for r in records}
+
+
+async def list_member_dids(conn: asyncpg.Connection, *, conversation_id: str) -> list[str]:
+    """The DIDs of every participant (users, own agents, peers), by join order."""
+    records = await conn.fetch(
+        """SELECT COALESCE(u.did, a.did, pa.did) AS did
+           FROM conversation_participants p
+           LEFT JOIN users u ON u.id = p.user_id
+           LEFT JOIN agents a ON a.id = p.agent_id
+           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
+           WHERE p.conversation_id = $1 ORDER BY p.id""",
+        conversation_id,
+    )
+    return [r["did"] for r in records if r["did"]]
+
+
+async def find_group_copy(
+    conn: asyncpg.Connection, *, origin_did: str, remote_message_id: str, conversation_id: str
+) -> str | None:
+    """Our id of the origin's message ``remote_message_id`` when it is already stored in the
+    group ``conversation_id`` (delivered earlier for another local member), else None."""
+    value = await conn.fetchval(
+        """SELECT i.message_id FROM federation_inbox i
+           JOIN messages m ON m.id = i.message_id
+           WHERE i.origin_did = $1 AND i.remote_message_id = $2 AND m.conversation_id = $3
+           LIMIT 1""",
+        origin_did,
+        remote_message_id,
+        conversation_id,
+    )
+    return str(value) if value is not None else None
