@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, JsonValue, StringConstraints
 from pydantic.config import JsonDict
@@ -164,7 +164,7 @@ class InstanceStats(ConferModel):
     login_failures_24h: int
 
 
-_OUTBOX_ENTRY = {
+_OUTBOX_ENTRY: dict[str, Any] = {
     "id": "01J9ZK3G7R8T5V2W4X6Y8Z0A1C",
     "message_id": "01J9ZK3F2N4P6Q8R0S2T4V6W8X",
     "destination": "b.example",
