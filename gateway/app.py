@@ -43,6 +43,7 @@ from gateway.routes import (
     events,
     federation,
     identity,
+    install_problem_schema,
     me,
     memory,
     messages,
@@ -212,6 +213,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
+    install_problem_schema(app)
     app.add_middleware(
         BodyLimitMiddleware,
         limit=settings.max_body_bytes,

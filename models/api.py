@@ -347,7 +347,7 @@ class MessagePage(ConferModel):
     next_before: Ulid | None = None
 
 
-class ProblemPublic(ConferModel):
+class ProblemDetails(ConferModel):
     """RFC 9457 problem details, the body of every error (``application/problem+json``)."""
 
     model_config = ConfigDict(
