@@ -46,6 +46,7 @@ from gateway.routes import (
     events,
     federation,
     identity,
+    install_problem_schema,
     me,
     memory,
     messages,
@@ -110,7 +111,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         # Alembic is loaded only when there is something to migrate (start-up time).
         if settings.migrate_on_start and not await migrations.is_at_head(url):
             await asyncio.to_thread(migrations.upgrade, url)
-        pool = await create_pool(url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
+        pool = await create_pool(
+            url,
+            min_size=settings.db_pool_min,
+            max_size=settings.db_pool_max,
+            acquire_timeout=settings.db_acquire_timeout_seconds,
+            statement_timeout=settings.db_statement_timeout_seconds,
+        )
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None
         agent_queue: TaskQueue | None = None
@@ -240,6 +247,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
+    install_problem_schema(app)
     app.add_middleware(
         BodyLimitMiddleware,
         limit=settings.max_body_bytes,

@@ -1,6 +1,13 @@
 """The asyncpg pool and the unit of work.
 
-One pool per app, built in the lifespan, with JSON codecs registered once per connection.
+One pool per app, built in the lifespan, with JSON codecs registered once per connection. The
+pool fails fast under pressure: a request waits at most ``acquire_timeout`` seconds for a free
+connection and a statement runs at most ``statement_timeout`` seconds (PostgreSQL's own
+setting on every pool connection). The first raises :class:`~gateway.errors.DatabaseBusyError`,
+the second asyncpg's ``QueryCanceledError``; the edge answers both 503 ``database_busy`` with
+``Retry-After`` instead of a queue without bound. A connection that stays in ``LISTEN`` for
+the life of the process comes from :meth:`Pool.connect_direct`, outside the pool, so it never
+holds a request's slot.
 
 A :class:`Transaction` is the unit of work every write path uses: a connection inside one
 PostgreSQL transaction, plus the work that may run only once that transaction has committed
@@ -16,9 +23,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from types import TracebackType
+from typing import Any
 
 import asyncpg
+
+from gateway.errors import DatabaseBusyError
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +42,103 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+class _Acquire:
+    """asyncpg's acquire context, with its timeout reported as :class:`DatabaseBusyError`."""
+
+    __slots__ = ("_inner", "_timeout")
+
+    def __init__(self, inner: Any, timeout: float | None) -> None:
+        self._inner = inner
+        self._timeout = timeout
+
+    def _busy(self) -> DatabaseBusyError:
+        return DatabaseBusyError(
+            f"no database connection came free within {self._timeout:g} s",
+            retry_after=max(1, round(self._timeout or 1)),
+        )
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        try:
+            return await self._inner.__aenter__()
+        except TimeoutError as exc:
+            raise self._busy() from exc
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._inner.__aexit__(exc_type, exc, tb)
+
+    async def _acquire(self) -> asyncpg.Connection:
+        try:
+            return await self._inner
+        except TimeoutError as exc:
+            raise self._busy() from exc
+
+    def __await__(self) -> Generator[Any, None, asyncpg.Connection]:
+        return self._acquire().__await__()
+
+
+class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no type information
+    """asyncpg's pool with a bounded wait for a connection and direct connections for
+    ``LISTEN``. Build one with :func:`create_pool`."""
+
+    acquire_timeout: float | None = None
+    _direct: tuple[str, dict[str, str]] = ("", {})
+
+    def acquire(self, *, timeout: float | None = None) -> _Acquire:
+        """A pool connection (``async with`` or ``await``), waiting at most ``timeout``
+        seconds (default :attr:`acquire_timeout`; None = without bound).
+
+        Raises :class:`DatabaseBusyError` when none came free in time."""
+        wait = self.acquire_timeout if timeout is None else timeout
+        return _Acquire(super().acquire(timeout=wait), wait)
+
+    async def connect_direct(self) -> asyncpg.Connection:
+        """A new connection to the pool's database, outside the pool, with the same codecs and
+        server settings: for a ``LISTEN`` that lasts the life of a worker. The caller closes
+        it. Raises asyncpg's ``OSError``/``PostgresError`` subclasses when unreachable."""
+        url, server_settings = self._direct
+        conn = await asyncpg.connect(url, server_settings=server_settings)
+        await _init_connection(conn)
+        return conn
+
+
+async def create_pool(
+    url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    acquire_timeout: float | None = None,
+    statement_timeout: float = 0,
+) -> Pool:
     """Open a pool on ``url`` whose connections decode ``json``/``jsonb`` to Python values.
 
+    ``acquire_timeout`` (seconds, None = without bound) bounds the wait for a free connection;
+    ``statement_timeout`` (seconds, 0 = none) is PostgreSQL's ``statement_timeout`` on every
+    connection of the pool and on :meth:`Pool.connect_direct` ones.
     Raises asyncpg's ``OSError``/``PostgresError`` subclasses when the server is unreachable.
     """
-    pool = await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=_init_connection
+    server_settings = {}
+    if statement_timeout > 0:
+        server_settings["statement_timeout"] = str(max(1, round(statement_timeout * 1000)))
+    pool = Pool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        max_queries=50000,
+        max_inactive_connection_lifetime=300.0,
+        init=_init_connection,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+        server_settings=server_settings,
     )
-    assert pool is not None
+    pool.acquire_timeout = acquire_timeout
+    pool._direct = (url, server_settings)
+    await pool
     return pool
 
 

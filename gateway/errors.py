@@ -72,6 +72,7 @@ The hierarchy (wire code in brackets)::
       EncryptionNotConfiguredError [encryption_not_configured]
       EncryptionKeyError [encryption_key_error]
       ServiceUnavailableError [service_unavailable]
+        DatabaseBusyError [database_busy]
       TranslationFailedError [translation_failed]
       NothingToTranslateError [nothing_to_translate]
 """
@@ -388,6 +389,18 @@ class PermissionExpiredError(ConflictError):
 
 class ServiceUnavailableError(ConferError):
     code, title = "service_unavailable", "A backing service is unavailable"
+
+
+class DatabaseBusyError(ServiceUnavailableError):
+    """The database could not serve in time: no pool connection came free within the acquire
+    timeout, or a statement ran past ``statement_timeout``. Nothing was done that the caller
+    must undo; ``Retry-After`` (RFC 9110 §10.2.3) says when to try again."""
+
+    code, title = "database_busy", "The database is busy"
+
+    def __init__(self, detail: str, *, retry_after: int = 2) -> None:
+        super().__init__(detail, retry_after=retry_after)
+        self.headers = {"Retry-After": str(retry_after)}
 
 
 class TranslationFailedError(ConferError):

@@ -36,6 +36,7 @@ WS_CLOSE_UNAUTHENTICATED = 4001
 WS_CLOSE_FORBIDDEN = 4003
 WS_CLOSE_POLICY_VIOLATION = 1008
 WS_CLOSE_INTERNAL_ERROR = 1011
+WS_CLOSE_TRY_AGAIN_LATER = 1013
 
 
 class Wire(NamedTuple):
@@ -62,6 +63,7 @@ ERROR_MAPPING: dict[type[e.ConferError], Wire] = {
     e.EncryptionNotConfiguredError: Wire(503, WS_CLOSE_INTERNAL_ERROR),
     e.EncryptionKeyError: Wire(500, WS_CLOSE_INTERNAL_ERROR),
     e.ServiceUnavailableError: Wire(503, WS_CLOSE_INTERNAL_ERROR),
+    e.DatabaseBusyError: Wire(503, WS_CLOSE_TRY_AGAIN_LATER),
     e.TranslationFailedError: Wire(502, WS_CLOSE_INTERNAL_ERROR),
     e.NothingToTranslateError: Wire(422),
 }
@@ -230,6 +232,13 @@ async def _unstorable_value(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _statement_timeout(request: Request, exc: Exception) -> JSONResponse:
+    """PostgreSQL cancelled a statement (``statement_timeout``, SQLSTATE 57014): the database
+    is too slow to answer now; the transaction rolled back."""
+    busy = e.DatabaseBusyError("a database statement took longer than the statement timeout")
+    return problem_for(busy, request.url.path)
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, "internal_error", "Internal error", "unexpected error", request.url.path)
@@ -252,4 +261,5 @@ def install_error_handlers(app: FastAPI) -> None:
         asyncpg.exceptions.NumericValueOutOfRangeError,
     ):
         app.add_exception_handler(value_error, _unstorable_value)
+    app.add_exception_handler(asyncpg.exceptions.QueryCanceledError, _statement_timeout)
     app.add_exception_handler(Exception, _unexpected_error)

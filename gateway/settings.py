@@ -37,6 +37,18 @@ class Settings(BaseSettings):
     migrate_on_start: bool = True
     db_pool_min: int = Field(default=1, gt=0)
     db_pool_max: int = Field(default=10, gt=0)
+    db_acquire_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Longest wait for a free pool connection; then 503 `database_busy` with "
+        "Retry-After instead of queueing without bound.",
+    )
+    db_statement_timeout_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="PostgreSQL `statement_timeout` of the pool's connections (0 = none); a "
+        "cancelled statement answers 503 `database_busy`.",
+    )
     access_log: Literal["off", "sampled", "on"] = Field(
         default="off",
         description="HTTP access log of `confer serve`: off, sampled or on; written by a "

@@ -236,7 +236,7 @@ class AgentUpdate(ConferModel):
     model_config_: ModelConfigUpdate | None = Field(default=None, alias="model_config")
     policies: PolicyConfig | None = None
     capabilities: Annotated[list[Capability], Field(max_length=50)] | None = None
-    is_public: bool | None = None
+    is_public: StrictBool | None = None
 
 
 class LLMKeyPut(ConferModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, JsonValue, StrictBool, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
@@ -153,8 +153,8 @@ class ContactCreate(ConferModel):
     did: DID
     alias: Annotated[str, StringConstraints(max_length=128)] | None = None
     tags: list[Tag] | None = Field(default=None, max_length=32)
-    pinned: bool | None = None
-    muted: bool | None = None
+    pinned: StrictBool | None = None
+    muted: StrictBool | None = None
     trust_level: TrustLevel | None = None
     policy_overrides: ContactPolicyOverrides | None = None
 
@@ -164,8 +164,8 @@ class ContactUpdate(ConferModel):
 
     alias: Annotated[str, StringConstraints(max_length=128)] | None = None
     tags: list[Tag] | None = Field(default=None, max_length=32)
-    pinned: bool | None = None
-    muted: bool | None = None
+    pinned: StrictBool | None = None
+    muted: StrictBool | None = None
     trust_level: TrustLevel | None = None
     policy_overrides: ContactPolicyOverrides | None = None
 
@@ -222,7 +222,7 @@ class ConversationUpdate(ConferModel):
     """``PATCH /v1/conversations/{id}`` (admins): rename, archive (read-only) or unarchive."""
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
-    archived: bool | None = None
+    archived: StrictBool | None = None
 
 
 class ParticipantCreate(ConferModel):
@@ -347,7 +347,7 @@ class MessagePage(ConferModel):
     next_before: Ulid | None = None
 
 
-class ProblemPublic(ConferModel):
+class ProblemDetails(ConferModel):
     """RFC 9457 problem details, the body of every error (``application/problem+json``)."""
 
     model_config = ConfigDict(
@@ -411,4 +411,4 @@ class ThreadUpdate(ConferModel):
     title: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
     summary: Annotated[str, StringConstraints(max_length=20_000)] | None = None
     tags: list[Tag] | None = Field(default=None, max_length=50)
-    closed: bool | None = None
+    closed: StrictBool | None = None

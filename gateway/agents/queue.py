@@ -27,9 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
-
-from gateway.db import Transaction
+from gateway.db import Pool, Transaction
 from gateway.settings import Settings
 from gateway.store import agent_tasks as tasks_store
 from gateway.store.agent_tasks import Dispatch
@@ -96,7 +94,7 @@ class PostgresTaskQueue(TaskQueue):
     claims the oldest claimable task; :meth:`take` returns ``Delivery(task_id=None)``.
     """
 
-    def __init__(self, pool: asyncpg.Pool, *, sweep_seconds: float = 2.0) -> None:
+    def __init__(self, pool: Pool, *, sweep_seconds: float = 2.0) -> None:
         self.sweep_seconds = sweep_seconds
         self._pool = pool
         self._listener: Any = None
@@ -106,7 +104,9 @@ class PostgresTaskQueue(TaskQueue):
         self._notified.set()
 
     async def start(self) -> None:
-        self._listener = await self._pool.acquire()
+        # Its own connection, outside the pool: a LISTEN for the life of the process must not
+        # hold a slot that requests wait for.
+        self._listener = await self._pool.connect_direct()
         await self._listener.add_listener(tasks_store.CHANNEL, self._on_notify)
 
     async def close(self) -> None:
@@ -114,7 +114,7 @@ class PostgresTaskQueue(TaskQueue):
         if listener is not None:
             with contextlib.suppress(Exception):  # a closed connection listens no more anyway
                 await listener.remove_listener(tasks_store.CHANNEL, self._on_notify)
-            await self._pool.release(listener)
+            await listener.close()
 
     async def announce(self, tx: Transaction, dispatch: Dispatch) -> None:
         await tasks_store.notify_queued(tx.conn, dispatch)
@@ -135,7 +135,7 @@ class PostgresTaskQueue(TaskQueue):
         return Delivery(task_id=None)
 
 
-def build_task_queue(settings: Settings, pool: asyncpg.Pool) -> TaskQueue:
+def build_task_queue(settings: Settings, pool: Pool) -> TaskQueue:
     """``NatsTaskQueue`` when ``CONFER_NATS_URL`` is set, else ``PostgresTaskQueue``."""
     sweep = settings.agent_queue_sweep_seconds
     if settings.nats_url:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from models.api import ProblemPublic
+from fastapi import FastAPI
+
+from models.api import ProblemDetails
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_REF = {"$ref": "#/components/schemas/ProblemDetails"}
 
 _DESCRIPTIONS = {
     400: "Malformed request, e.g. a body that is not JSON",
@@ -16,20 +22,56 @@ _DESCRIPTIONS = {
     415: "Unsupported media type",
     422: "The request is well-formed but invalid (the `errors` member names the fields)",
     429: "Too many requests (see Retry-After)",
-    503: "A required server setting is missing",
+    503: "A required server setting is missing, or the database is busy (see Retry-After)",
 }
 
 
 def problems(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for error statuses, each an RFC 9457 ``ProblemPublic``.
+    """OpenAPI ``responses`` entries for error statuses, each an RFC 9457 ``ProblemDetails``.
 
     ``descriptions`` override the default text per status, keyed ``s404="…"``.
     """
     return {
         status: {
-            "model": ProblemPublic,
+            "model": ProblemDetails,
             "description": descriptions.get(f"s{status}", _DESCRIPTIONS[status]),
-            "content": {"application/problem+json": {}},
+            "content": {PROBLEM_JSON: {}},
         }
         for status in statuses
     }
+
+
+def document_problems(spec: dict[str, Any]) -> dict[str, Any]:
+    """Give every 4xx/5xx response of the OpenAPI document ``spec`` the body actually sent:
+    ``application/problem+json`` with the ``ProblemDetails`` schema (RFC 9457 §3), in place
+    of FastAPI's ``application/json`` guesses (its default 422 ``HTTPValidationError`` is
+    never sent: :mod:`gateway.http_errors` renders validation errors as problem details).
+    Mutates and returns ``spec``."""
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    schemas["ProblemDetails"] = ProblemDetails.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    for item in spec.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for status, response in operation.get("responses", {}).items():
+                if str(status)[0] in "45":
+                    response["content"] = {PROBLEM_JSON: {"schema": dict(PROBLEM_REF)}}
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f'/{unused}"' not in json.dumps([spec["paths"], schemas]):
+            schemas.pop(unused, None)
+    return spec
+
+
+def install_problem_schema(app: FastAPI) -> None:
+    """Serve ``app``'s OpenAPI document through :func:`document_problems` (built once)."""
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from gateway.db import transaction
 from gateway.deps import Current, State
@@ -46,7 +46,7 @@ class ThreadAudit(ConferModel):
         min_length=1, max_length=20
     )
     project: str | None = None
-    include_graph: bool = True
+    include_graph: StrictBool = True
 
 
 @router.get("/v1/concepts/search", summary="Search concepts", responses=_ERRORS)

@@ -81,9 +81,19 @@ async def agent_did_document(agent_id: str, request: Request, state: State) -> R
     return _document(doc, request)
 
 
-@router.get("/healthz", summary="Liveness and database check", tags=["system"])
+HEALTH_ACQUIRE_SECONDS = 1.0
+
+
+@router.get(
+    "/healthz",
+    summary="Liveness and database check",
+    tags=["system"],
+    responses=problems(503, s503="The database is busy (see Retry-After)"),
+)
 async def healthz(state: State) -> dict[str, str]:
-    """``{"status": "ok", "did": …}`` when the database answers."""
-    async with state.pool.acquire() as conn:
+    """``{"status": "ok", "did": …}`` when the database answers; 503 ``database_busy`` (with
+    ``Retry-After``) when no pool connection comes free within :data:`HEALTH_ACQUIRE_SECONDS`,
+    so a probe never queues behind a saturated pool."""
+    async with state.pool.acquire(timeout=HEALTH_ACQUIRE_SECONDS) as conn:
         await system_store.ping(conn)
     return {"status": "ok", "did": state.identity.did}

@@ -7,19 +7,29 @@ a key is audited (``llm_key.set`` / ``llm_key.removed``) without the key.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
 
 from gateway.agents.catalog import find_provider
 from gateway.clock import Clock
-from gateway.errors import EncryptionNotConfiguredError, FieldInvalidError, LLMKeyNotFoundError
+from gateway.db import transaction
+from gateway.errors import (
+    EncryptionKeyError,
+    EncryptionNotConfiguredError,
+    FieldInvalidError,
+    LLMKeyNotFoundError,
+)
 from gateway.services.encryption import Keyring, parse_envelope
 from gateway.store import audit as audit_store
 from gateway.store import users as users_store
 from models import User
 from models.account_api import LLMKeyList, LLMKeyPublic
+
+log = logging.getLogger(__name__)
 
 
 def _check_provider(provider: str, extra: Mapping[str, Mapping[str, str]]) -> None:
@@ -143,19 +153,67 @@ async def reencrypt_all(pool: asyncpg.Pool, keyring: Keyring) -> tuple[int, int]
     return changed, total
 
 
-async def check_stored_keys(pool: asyncpg.Pool, keyring: Keyring) -> None:
-    """Startup check: every key id in use is configured and decrypts one sample.
+@dataclass(frozen=True)
+class UnusableKey:
+    """A stored key that cannot be decrypted: whose, for which provider, and why."""
 
-    Raises RuntimeError with an operator-facing message otherwise (missing or wrong key).
+    user_id: str
+    provider: str
+    reason: str
+
+
+async def check_stored_keys(pool: asyncpg.Pool, keyring: Keyring) -> list[UnusableKey]:
+    """Startup check: decrypt every stored key; report those that cannot be used.
+
+    A key that does not decrypt (a corrupted row, a ciphertext copied from another user or
+    provider) is logged with its user and provider, audited (``llm_key.unusable``) and returned;
+    it stays unusable — the agent runtime's lookup refuses it with ``key_unavailable`` — until
+    its owner sets it again, and the instance starts. What cannot be one bad row stops start-up
+    with RuntimeError (an operator-facing message): keys stored but ``CONFER_ENCRYPTION_KEYS``
+    unset, or an encryption key id in use under which no stored key decrypts (the key is
+    missing or wrong; with a single key stored, a corrupted one looks the same).
     """
     async with pool.acquire() as conn:
-        samples = await users_store.list_llm_key_samples(conn)
-    for row in samples:
-        if not keyring.configured:
-            raise RuntimeError(
-                "stored LLM keys are encrypted but CONFER_ENCRYPTION_KEYS is not set"
-            )
+        rows = await users_store.list_stored_llm_keys(conn)
+    if rows and not keyring.configured:
+        raise RuntimeError("stored LLM keys are encrypted but CONFER_ENCRYPTION_KEYS is not set")
+    unusable: list[UnusableKey] = []
+    decrypted: dict[str, int] = {}  # key id -> keys it decrypted
+    failed: dict[str, list[UnusableKey]] = {}  # key id -> keys it did not
+    for row in rows:
+        try:
+            kid = parse_envelope(row["value"]).kid
+        except EncryptionKeyError as exc:  # not an envelope at all: a damaged row
+            unusable.append(UnusableKey(row["id"], row["provider"], exc.detail))
+            continue
         try:
             keyring.decrypt(row["value"], user_id=row["id"], provider=row["provider"])
-        except Exception as exc:
-            raise RuntimeError(f"CONFER_ENCRYPTION_KEYS cannot decrypt stored data: {exc}") from exc
+        except EncryptionKeyError as exc:
+            failed.setdefault(kid, []).append(UnusableKey(row["id"], row["provider"], exc.detail))
+            continue
+        decrypted[kid] = decrypted.get(kid, 0) + 1
+    for kid, bad in failed.items():
+        if not decrypted.get(kid):
+            which = ", ".join(f"user {k.user_id} ({k.provider})" for k in bad[:5])
+            raise RuntimeError(
+                f"CONFER_ENCRYPTION_KEYS cannot decrypt any stored data under key {kid!r} "
+                f"({len(bad)} keys: {which}{', …' if len(bad) > 5 else ''}): {bad[0].reason}"
+            )
+        unusable.extend(bad)
+    if unusable:
+        async with transaction(pool) as tx:
+            for key in unusable:
+                log.error(
+                    "stored LLM key of user %s for provider %s cannot be decrypted (%s); it is "
+                    "unusable until the user sets it again",
+                    key.user_id,
+                    key.provider,
+                    key.reason,
+                )
+                await audit_store.insert_audit(
+                    tx.conn,
+                    action="llm_key.unusable",
+                    user_id=key.user_id,
+                    details={"provider": key.provider, "reason": key.reason},
+                )
+    return unusable

@@ -314,12 +314,13 @@ async def get_foreign_user_did(conn: asyncpg.Connection, *, instance_did: str) -
     return did
 
 
-async def list_llm_key_samples(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    """One stored LLM key per encryption key id in use: ``kid``, ``id`` (the user),
-    ``provider``, ``value`` (the envelope ``v1.<kid>.…``)."""
+async def list_stored_llm_keys(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """Every stored LLM key: ``id`` (the user), ``provider``, ``value`` (the envelope
+    ``gcm1.<kid>.…``), ordered by user and provider."""
     records: list[asyncpg.Record] = await conn.fetch(
-        """SELECT DISTINCT ON (split_part(k.value, '.', 2))
-                  split_part(k.value, '.', 2) AS kid, u.id, k.key AS provider, k.value
-           FROM users u, jsonb_each_text(u.llm_keys_json) k"""
+        """SELECT u.id, k.key AS provider, k.value
+           FROM users u, jsonb_each_text(u.llm_keys_json) k
+           WHERE u.llm_keys_json IS NOT NULL
+           ORDER BY u.id, k.key"""
     )
     return records

@@ -53,7 +53,8 @@ from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy
 from did.resolver import parse_json_object
 from gateway.clock import Clock
-from gateway.db import transaction
+from gateway.db import Pool, transaction
+from gateway.errors import DatabaseBusyError
 from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
 from gateway.services.deliveries import announce_delivery
@@ -142,7 +143,7 @@ class DeliveryWorker:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         client: httpx.AsyncClient,
         identity: Identity,
         clock: Clock,
@@ -165,19 +166,22 @@ class DeliveryWorker:
 
     async def run(self) -> None:
         """Deliver until cancelled."""
-        async with self._pool.acquire() as listener:
+        # Its own connection, outside the pool: a LISTEN for the life of the worker must not
+        # hold a slot that requests wait for.
+        listener = await self._pool.connect_direct()
+        try:
             await listener.add_listener("confer_outbox", self.wake)
-            try:
-                while True:
-                    await self._run_once_safely()
-            finally:
-                with contextlib.suppress(Exception):
-                    await listener.remove_listener("confer_outbox", self.wake)
+            while True:
+                await self._run_once_safely()
+        finally:
+            with contextlib.suppress(Exception):
+                await listener.remove_listener("confer_outbox", self.wake)
+            await listener.close()
 
     async def _run_once_safely(self) -> None:
         try:
             delivered_any = await self.run_once()
-        except (asyncpg.PostgresError, OSError) as exc:
+        except (asyncpg.PostgresError, OSError, DatabaseBusyError) as exc:
             log.warning("delivery worker: database error: %s", exc)
             delivered_any = False
         if not delivered_any:

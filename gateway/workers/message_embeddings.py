@@ -39,6 +39,7 @@ from typing import Any
 import asyncpg
 
 from gateway.agents.embeddings import Embedder, EmbeddingError
+from gateway.db import Pool
 from gateway.ids import floor_at
 from gateway.settings import Settings
 from gateway.store import search as search_store
@@ -60,7 +61,7 @@ class MessageEmbeddingIndexer:
     """
 
     def __init__(
-        self, pool: asyncpg.Pool, embedder: Embedder, *, batch: int = 32, poll_seconds: float = 2.0
+        self, pool: Pool, embedder: Embedder, *, batch: int = 32, poll_seconds: float = 2.0
     ) -> None:
         self._pool = pool
         self._embedder = embedder
@@ -98,9 +99,12 @@ class MessageEmbeddingIndexer:
         """Take the lock and index while holding it; False when pgvector is missing.
 
         The lock's connection also listens and does the work, so losing it stops this
-        process's indexing (an error) at the same time another process may take over.
+        process's indexing (an error) at the same time another process may take over. It is
+        its own connection, outside the pool: held for the life of the process, it must not
+        take a slot that requests wait for.
         """
-        async with self._pool.acquire() as conn:
+        conn = await self._pool.connect_direct()
+        try:
             if not await search_store.vector_available(conn):
                 log.info("message indexer: no embeddings table (pgvector); not indexing")
                 return False
@@ -115,6 +119,8 @@ class MessageEmbeddingIndexer:
                 with contextlib.suppress(Exception):
                     await conn.remove_listener(channel, self.edited)
                     await search_store.advisory_unlock(conn, key=LOCK_KEY)
+        finally:
+            await conn.close()
         return True  # pragma: no cover - _loop only ends by raising
 
     async def _loop(self, conn: asyncpg.Connection) -> None:
@@ -207,7 +213,7 @@ class MessageEmbeddingIndexer:
         return vectors
 
 
-async def run_message_indexer(pool: asyncpg.Pool, embedder: Embedder, settings: Settings) -> None:
+async def run_message_indexer(pool: Pool, embedder: Embedder, settings: Settings) -> None:
     """The app's indexer (``CONFER_EMBED_MESSAGES``, ``CONFER_MESSAGE_EMBEDDING_BATCH``,
     ``CONFER_MESSAGE_EMBEDDING_POLL_SECONDS``) until cancelled; returns at once when off."""
     if settings.embed_messages:

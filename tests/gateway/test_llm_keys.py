@@ -180,6 +180,55 @@ async def test_startup_refuses_missing_or_wrong_keys(database_url: str) -> None:
                 pass
 
 
+async def test_one_corrupted_key_is_reported_and_unusable_but_the_instance_starts(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with run_instance(database_url, encryption_keys=K1) as first:
+        alice = await first.register("alice")
+        bob = await first.register("bob")
+        await _put(alice, "openai")
+        await _put(alice, "anthropic")
+        await _put(bob, "openai")
+        async with first.state.pool.acquire() as conn:
+            keys = await conn.fetchval(
+                "SELECT llm_keys_json FROM users WHERE id = $1", alice.profile["id"]
+            )
+            damaged = keys["anthropic"][:-4] + (
+                "AAAA" if keys["anthropic"][-4:] != "AAAA" else "BBBB"
+            )
+            await conn.execute(
+                "UPDATE users SET llm_keys_json = $2 WHERE id = $1",
+                alice.profile["id"],
+                dict(keys, anthropic=damaged),
+            )
+            await conn.execute(
+                "UPDATE users SET llm_keys_json = $2 WHERE id = $1",
+                bob.profile["id"],
+                {"openai": "not an envelope"},
+            )
+    caplog.set_level("ERROR", logger="gateway.services.llm_keys")
+    async with run_instance(database_url, encryption_keys=K1) as second:
+        assert (await second.client.get("/healthz")).status_code == 200
+        reported = [
+            r.getMessage() for r in caplog.records if "cannot be decrypted" in r.getMessage()
+        ]
+        assert any(alice.profile["id"] in m and "anthropic" in m for m in reported), reported
+        assert any(bob.profile["id"] in m and "openai" in m for m in reported), reported
+        async with second.state.pool.acquire() as conn:
+            audited = await conn.fetch(
+                "SELECT user_id, details_json FROM audit_log WHERE action = 'llm_key.unusable'"
+            )
+        assert {(r["user_id"], r["details_json"]["provider"]) for r in audited} >= {
+            (alice.profile["id"], "anthropic"),
+            (bob.profile["id"], "openai"),
+        }
+        pool, ring = second.state.pool, Keyring.from_setting(K1)
+        user_id = alice.profile["id"]
+        assert await decrypt_llm_key(pool, ring, user_id=user_id, provider="openai") == SECRET
+        with pytest.raises(EncryptionKeyError):
+            await decrypt_llm_key(pool, ring, user_id=user_id, provider="anthropic")
+
+
 async def _cli(instance: Instance, *args: str, keys: str) -> subprocess.CompletedProcess[str]:
     env = {
         "CONFER_DATABASE_URL": instance.settings.database_url or "",

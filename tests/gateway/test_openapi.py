@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.app import create_app
 from tests.gateway.harness import run_instance
 
 EXPECTED = {
@@ -49,3 +50,25 @@ async def test_openapi_lists_every_endpoint_with_summary_and_errors(database_url
         if key[1] not in public_documents:
             assert codes & {"401", "404", "409", "415", "422"}, f"{key} documents no errors"
     assert "websocket.md" in spec["info"]["description"]
+
+
+def test_every_error_response_documents_the_problem_details_actually_sent() -> None:
+    """A generated client reads an error's ``code`` only if the document gives the schema
+    under the media type the server sends (RFC 9457 ``application/problem+json``)."""
+    spec = create_app().openapi()
+    problem = spec["components"]["schemas"]["ProblemDetails"]
+    assert {"type", "title", "status", "detail", "instance", "code"} <= set(problem["properties"])
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    errors = [
+        (method, path, status, response)
+        for path, item in spec["paths"].items()
+        for method, op in item.items()
+        for status, response in op["responses"].items()
+        if status[0] in "45"
+    ]
+    assert len(errors) > 100
+    for method, path, status, response in errors:
+        content = response.get("content", {})
+        assert set(content) == {"application/problem+json"}, (method, path, status, content)
+        schema = content["application/problem+json"].get("schema")
+        assert schema == {"$ref": "#/components/schemas/ProblemDetails"}, (method, path, status)

@@ -63,5 +63,4 @@ def test_operation_is_documented_with_examples(method: str, path: str, op: dict)
     assert errors or not takes_input, "error responses documented"
     for code in errors:
         content = op["responses"][code]["content"]
-        problem = content.get("application/problem+json") or content["application/json"]
-        assert _resolve(problem["schema"])["title"] in ("ProblemPublic", "HTTPValidationError")
+        assert _resolve(content["application/problem+json"]["schema"])["title"] == "ProblemDetails"

@@ -1,0 +1,73 @@
+"""Under pressure the gateway fails fast: with every pool connection taken, or a statement
+stuck behind a lock, a request gets 503 ``database_busy`` with ``Retry-After`` within seconds
+instead of waiting without bound; LISTEN connections hold no pool slot."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from tests.gateway.harness import run_instance
+
+if TYPE_CHECKING:
+    from gateway.db import Pool
+
+
+@contextlib.asynccontextmanager
+async def every_connection_taken(pool: Pool, size: int) -> AsyncIterator[None]:
+    """Hold all ``size`` connections of ``pool``: acquiring them all succeeds only if nothing
+    else (a LISTEN, a worker) keeps a slot for good."""
+    held: list[Any] = []
+    try:
+        for _ in range(size):
+            held.append(await pool.acquire(timeout=30))
+        yield
+    finally:
+        for conn in held:
+            await pool.release(conn)
+
+
+def _assert_busy(response: Any) -> None:
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["code"] == "database_busy"
+    assert int(response.headers["Retry-After"]) >= 1
+
+
+async def test_an_exhausted_pool_answers_503_with_retry_after_not_a_hang(
+    database_url: str,
+) -> None:
+    async with run_instance(
+        database_url, db_pool_min=1, db_pool_max=2, db_acquire_timeout_seconds=0.5
+    ) as instance:
+        alice = await instance.register("alice")
+        async with every_connection_taken(instance.state.pool, 2):
+            started = time.monotonic()
+            me = await alice.request("GET", "/v1/me")
+            health = await instance.client.get("/healthz")
+            elapsed = time.monotonic() - started
+            _assert_busy(me)
+            _assert_busy(health)
+            assert elapsed < 8, elapsed
+        assert (await alice.request("GET", "/v1/me")).status_code == 200
+        assert (await instance.client.get("/healthz")).status_code == 200
+
+
+async def test_a_statement_past_the_statement_timeout_answers_503(database_url: str) -> None:
+    async with run_instance(database_url, db_statement_timeout_seconds=0.5) as instance:
+        alice = await instance.register("alice")
+        locker = await asyncpg.connect(database_url)
+        try:
+            async with locker.transaction():
+                await locker.execute("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+                started = time.monotonic()
+                me = await alice.request("GET", "/v1/me")
+                assert time.monotonic() - started < 8
+                _assert_busy(me)
+        finally:
+            await locker.close()
+        assert (await alice.request("GET", "/v1/me")).status_code == 200
