@@ -89,6 +89,11 @@ class AttachmentRow(ConferModel):
 
     ``content_type`` is the file's MIME type (not a message content type); ``size_bytes`` its
     size; ``sha256`` its digest as 64 hex characters; ``storage_url`` where the bytes live.
+
+    A file a peer sent (its ``file`` message's copy here) also names ``source_url`` and
+    ``origin_did``; ``fetch_state`` is ``pending`` until the bytes are here (``storage_url``
+    None), then ``fetched``, or ``failed`` with ``fetch_error``. Local uploads have no
+    ``fetch_state``.
     """
 
     id: Ulid
@@ -97,6 +102,12 @@ class AttachmentRow(ConferModel):
     filename: str
     content_type: str | None = None
     size_bytes: int | None = None
-    storage_url: str
+    storage_url: str | None = None
     sha256: str | None = None
     created_at: Timestamp
+    source_url: str | None = None
+    origin_did: str | None = None
+    fetch_state: str | None = None
+    fetch_attempts: int = 0
+    fetch_next_at: Timestamp | None = None
+    fetch_error: str | None = None

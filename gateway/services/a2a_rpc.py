@@ -42,6 +42,7 @@ from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
+from gateway.storage import AttachmentStorage
 from gateway.store.tasks import TaskRow
 
 M = TypeVar("M", bound=BaseModel)
@@ -54,7 +55,8 @@ class RpcContext:
     ``recipient`` is the endpoint's recipient, already admitted by the edge; None on ``/a2a``,
     where a message names its own. ``ip`` is the caller's address for the audit row.
     ``max_message_chars`` bounds a message's text; a consent request expires
-    ``permission_ttl_seconds`` after ``clock.now()``.
+    ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
+    peer's delete removes them).
     """
 
     caller: A2ACaller
@@ -66,6 +68,7 @@ class RpcContext:
     queue: TaskQueue
     task_events: TaskEvents
     identity: Identity
+    storage: AttachmentStorage
     max_message_chars: int
     permission_ttl_seconds: float
 
@@ -146,6 +149,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         hub=ctx.hub,
         clock=ctx.clock,
         task_events=ctx.task_events,
+        storage=ctx.storage,
     )
 
 

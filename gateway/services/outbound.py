@@ -9,7 +9,8 @@ transaction that stored it (so the delivery is queued exactly when the change co
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
 from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
-:mod:`gateway.services.a2a_content`. The delivery worker
+:mod:`gateway.services.a2a_content` (a ``file`` message adds a file part pointing at its
+attachment, with its declared size and SHA-256). The delivery worker
 (:mod:`gateway.workers.delivery`) signs and posts the rows, in order per destination, so a
 change never overtakes the message it changes.
 """
@@ -24,7 +25,8 @@ import asyncpg
 
 from a2a.confer import ConferChange, ConferMetadata, send_message_params
 from gateway.ids import new_id
-from gateway.services.a2a_content import outbound_metadata, outbound_parts
+from gateway.services.a2a_content import outbound_file, outbound_metadata, outbound_parts
+from gateway.store import attachments as attachments_store
 from gateway.store import federated_changes as changes_store
 from gateway.store import federation as federation_store
 from gateway.store import tasks as tasks_store
@@ -139,12 +141,20 @@ async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination
         )
     message = item.message
     context_id, in_reply_to = await _peer_terms(conn, item, d.recipient)
+    parts, file = outbound_parts(message), None
+    if message.content_type == "file":
+        attachment = await attachments_store.get_message_attachment(conn, message_id=message.id)
+        carried = outbound_file(attachment) if attachment is not None else None
+        if carried is not None:
+            parts.append(carried[0])
+            file = carried[1]
     return send_message_params(
         message_id=message.id,
         context_id=context_id,
         text=message.content or "",
-        parts=outbound_parts(message),
+        parts=parts,
         confer=ConferMetadata(
+            file=file,
             sender=message.sender_did,
             recipient=d.recipient,
             createdAt=message.created_at.isoformat(),
