@@ -8,6 +8,7 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                 "inReplyTo": "01J…", "action": "ask",
                 "taskId": "01J…", "decision": "allow_once",
                 "edit": {"messageId": "01J…", "version": 2}, "delete": {"messageId": "01J…"},
+                "read": {"messageId": "01J…"},
                 "heldUntilOwnerReturns": true,
                 "contentType": "code", "language": "en", "via": "web",
                 "citations": [{"source": "RFC 9421", "trust_level": "authoritative"}],
@@ -106,6 +107,8 @@ class ConferMetadata(BaseModel):
     - ``taskId`` / ``decision``: on an agent's answer to a held request, the requester's task
       and the owner's decision.
     - ``edit`` / ``delete``: this message changes an earlier one (:class:`ConferChange`).
+    - ``read``: a read receipt — the sender read the conversation up to the receiver's message
+      ``messageId`` (the receiver's own id: it sent that message); nothing else is stored.
     - ``heldUntilOwnerReturns``: on a ``Task``, the request was delivered and the agent's
       answer waits for its offline owner.
     - ``contentType``: the Confer content type of the parts (``text`` when absent; ``code``,
@@ -129,6 +132,7 @@ class ConferMetadata(BaseModel):
     decision: StrictStr | None = None
     edit: ConferChange | None = None
     delete: ConferChange | None = None
+    read: ConferChange | None = None
     heldUntilOwnerReturns: StrictBool | None = None
     contentType: StrictStr | None = None
     citations: list[dict[str, Any]] | None = None

@@ -36,7 +36,7 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import RecipientNotFoundError, ValidationFailedError
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, federation
+from gateway.services import federated_changes, federated_receipts, federation
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
@@ -131,9 +131,17 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
-    a peer's edit or delete of an earlier message → ``{"message": Message}``."""
+    a peer's edit or delete of an earlier message, or its read receipt →
+    ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
-    change = ConferMetadata.of(params.message.metadata).change()
+    confer = ConferMetadata.of(params.message.metadata)
+    if confer.read is not None or "read" in confer.malformed:
+        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        recipient = await _recipient(ctx, params)
+        return await federated_receipts.apply_receipt(
+            ctx.caller, recipient, params, pool=ctx.pool, hub=ctx.hub
+        )
+    change = confer.change()
     if change is None:
         task, _ = await _send(ctx, params)
         return {"task": task_json(task)}

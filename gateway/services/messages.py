@@ -28,7 +28,7 @@ from gateway.services.attachments import discard_message_files
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
 from gateway.services.deliveries import message_deliveries
-from gateway.services.outbound import Change, queue_for_peers
+from gateway.services.outbound import Change, Receipt, queue_for_peers
 from gateway.services.participants import require_membership
 from gateway.storage import AttachmentStorage
 from gateway.store import conversations as conv_store
@@ -208,7 +208,8 @@ async def mark_read(
     pool: asyncpg.Pool, hub: EventHub, user: User, conversation_id: str, data: ReadCreate
 ) -> MembershipPublic:
     """Everything up to ``data.message_id`` is read: the position only moves forward, the
-    message's ``read_by_json`` gains the reader, members get a ``receipt`` event."""
+    message's ``read_by_json`` gains the reader, members get a ``receipt`` event, and the
+    peers whose messages the read reached get one (:mod:`gateway.services.federated_receipts`)."""
     async with transaction(pool) as tx:
         conn = tx.conn
         conversation, membership = await require_membership(
@@ -232,6 +233,8 @@ async def mark_read(
             }
             users = await _local_users(conn, conversation_id)
             await hub.append(tx, users, RECEIPT, receipt)
+            # the peers whose messages this read reached hear of it (federated_receipts)
+            await queue_for_peers(conn, Receipt(conversation_id, user.did, data.message_id))
         public = await conversation_public(conn, conversation, viewer=user)
     assert public.membership is not None
     return public.membership

@@ -5,7 +5,9 @@ transaction that stored it (so the delivery is queued exactly when the change co
 
 - a :class:`Post` — a user's message, an agent's answer, or the agent's answer to a request
   held for consent — goes to every peer agent of its conversation, or to one named peer;
-- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to.
+- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
+- a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
+  the read reached, naming (by the peer's own id) its latest message read.
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
 from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
@@ -34,6 +36,9 @@ from models import Message, PeerAgentRow
 
 DELETED_TEXT = "(deleted)"
 """The text part of a delete (A2A requires a non-empty ``parts``; receivers ignore it)."""
+
+RECEIPT_TEXT = "(read)"
+"""The text part of a read receipt (receivers ignore it)."""
 
 
 @dataclass(frozen=True)
@@ -78,14 +83,29 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """``reader_did`` read ``conversation_id`` up to our message ``up_to`` (inclusive)."""
+
+    conversation_id: str
+    reader_did: str
+    up_to: str
+
+
+@dataclass(frozen=True)
 class _Destination:
     peer_id: str
     endpoint: str
     sender_did: str
     recipient: str | None
+    # a receipt's: our copy of the peer's latest message read, and the peer's id of it
+    message_id: str | None = None
+    remote_id: str | None = None
 
 
-async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
+Item = Post | Change | Receipt
+
+
+async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     """Queue ``item`` in the outbox for every remote destination; returns how many rows.
 
     Runs inside the caller's transaction (``conn``); the rows wake the delivery workers when
@@ -93,8 +113,12 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
     so peers that never got the message are not told.
     """
     destinations = await _destinations(conn, item)
-    message_id = item.message.id if isinstance(item, Post) else item.message_id
     for d in destinations:
+        if isinstance(item, Receipt):
+            assert d.message_id is not None
+            message_id = d.message_id
+        else:
+            message_id = item.message.id if isinstance(item, Post) else item.message_id
         await federation_store.insert_outbox(
             conn,
             destination=urlsplit(d.endpoint).netloc.lower(),
@@ -107,7 +131,22 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
     return len(destinations)
 
 
-async def _destinations(conn: asyncpg.Connection, item: Post | Change) -> list[_Destination]:
+async def _destinations(conn: asyncpg.Connection, item: Item) -> list[_Destination]:
+    if isinstance(item, Receipt):
+        read = await federation_store.list_receipt_targets(
+            conn, conversation_id=item.conversation_id, up_to=item.up_to
+        )
+        return [
+            _Destination(
+                r["peer_id"],
+                r["endpoint"],
+                item.reader_did,
+                r["did"],
+                r["message_id"],
+                r["remote_id"],
+            )
+            for r in read
+        ]
     if isinstance(item, Change):
         targets = await changes_store.delivery_targets(conn, message_id=item.message_id)
         return [
@@ -124,7 +163,17 @@ async def _destinations(conn: asyncpg.Connection, item: Post | Change) -> list[_
     return [_Destination(p["peer_id"], p["endpoint"], sender, p["did"]) for p in peers]
 
 
-async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination) -> dict[str, Any]:
+async def _params(conn: asyncpg.Connection, item: Item, d: _Destination) -> dict[str, Any]:
+    if isinstance(item, Receipt):
+        assert d.remote_id is not None
+        return send_message_params(
+            message_id=new_id(),  # a receipt is a message of its own; the read one is named
+            context_id=item.conversation_id,
+            text=RECEIPT_TEXT,
+            confer=ConferMetadata(
+                sender=d.sender_did, recipient=d.recipient, read=ConferChange(messageId=d.remote_id)
+            ),
+        )
     if isinstance(item, Change):
         change = ConferChange(messageId=item.message_id, version=item.version)
         edited = item.version is not None
