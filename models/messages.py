@@ -90,10 +90,10 @@ class AttachmentRow(ConferModel):
     ``content_type`` is the file's MIME type (not a message content type); ``size_bytes`` its
     size; ``sha256`` its digest as 64 hex characters; ``storage_url`` where the bytes live.
 
-    A file a peer sent (its ``file`` message's copy here) also names ``source_url`` and
-    ``origin_did``; ``fetch_state`` is ``pending`` until the bytes are here (``storage_url``
-    None), then ``fetched``, or ``failed`` with ``fetch_error``. Local uploads have no
-    ``fetch_state``.
+    A file a peer sent (its ``file`` message's copy here) has ``storage_url`` None until its
+    bytes are here; where a query joins its ``attachment_fetches`` row, ``source_url``,
+    ``origin_did`` and ``fetch_state`` (``pending`` → ``fetched`` | ``failed``, with
+    ``fetch_error``) come from there. Local uploads have no ``fetch_state``.
     """
 
     id: Ulid

@@ -1,11 +1,12 @@
 """Files across instances: an attachment a peer sent is fetched from the sender's instance.
 
 A received ``file`` message gets its own ``attachments`` row at once, before its bytes are
-here: ``source_url`` (the sender's signed-GET URL), ``origin_did`` (the sending peer) and
-``fetch_state`` (``pending`` → ``fetched`` | ``failed``; NULL for a local upload), with the
-retry schedule of the fetch worker (``fetch_attempts``, ``fetch_next_at``) and the last
-``fetch_error``. ``storage_url`` is NULL until the bytes are stored; ``size_bytes`` and
-``sha256`` hold what the sender declared, checked against the bytes on arrival.
+here (``storage_url`` is then empty: the spec's column stays NOT NULL; ``size_bytes`` and
+``sha256`` hold what the sender declared, checked against the bytes on arrival), and an
+``attachment_fetches`` row: ``source_url`` (the sender's signed-GET URL), ``origin_did`` (the
+sending peer), ``state`` (``pending`` → ``fetched`` | ``failed``), the fetch worker's retry
+schedule (``attempts``, ``next_at``) and the last ``error``. The spec's ``attachments`` table
+is left as it is.
 
 Revision ID: 0016
 Revises: 0015
@@ -21,37 +22,35 @@ branch_labels = None
 depends_on = None
 
 UPGRADE = (
-    "ALTER TABLE attachments ALTER COLUMN storage_url DROP NOT NULL",
-    """ALTER TABLE attachments
-         ADD COLUMN source_url TEXT,
-         ADD COLUMN origin_did TEXT,
-         ADD COLUMN fetch_state VARCHAR(16),
-         ADD COLUMN fetch_attempts INTEGER NOT NULL DEFAULT 0,
-         ADD COLUMN fetch_next_at TIMESTAMPTZ,
-         ADD COLUMN fetch_error TEXT""",
-    """CREATE INDEX idx_attachments_fetch_due ON attachments (fetch_next_at)
-         WHERE fetch_state = 'pending'""",
-    "CREATE INDEX idx_attachments_message ON attachments (message_id)",
+    """
+    CREATE TABLE attachment_fetches (
+      attachment_id CHAR(26) PRIMARY KEY REFERENCES attachments(id) ON DELETE CASCADE,
+      source_url    TEXT NOT NULL,
+      origin_did    TEXT NOT NULL,
+      state         VARCHAR(16) NOT NULL DEFAULT 'pending',
+      attempts      INTEGER NOT NULL DEFAULT 0,
+      next_at       TIMESTAMPTZ,
+      error         TEXT,
+      created_at    TIMESTAMPTZ NOT NULL DEFAULT NOW()
+    )
+    """,
+    """CREATE INDEX idx_attachment_fetches_due ON attachment_fetches (next_at)
+         WHERE state = 'pending'""",
 )
 
 DOWNGRADE = (
-    "DROP INDEX idx_attachments_message",
-    "DROP INDEX idx_attachments_fetch_due",
-    "DELETE FROM attachments WHERE storage_url IS NULL",
-    """ALTER TABLE attachments
-         DROP COLUMN fetch_error, DROP COLUMN fetch_next_at, DROP COLUMN fetch_attempts,
-         DROP COLUMN fetch_state, DROP COLUMN origin_did, DROP COLUMN source_url""",
-    "ALTER TABLE attachments ALTER COLUMN storage_url SET NOT NULL",
+    "DELETE FROM attachments WHERE id IN (SELECT attachment_id FROM attachment_fetches)",
+    "DROP TABLE attachment_fetches",
 )
 
 
 def upgrade() -> None:
-    """Add the fetch columns."""
+    """Create the fetch table."""
     for statement in UPGRADE:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    """Drop them (and the received files that never arrived)."""
+    """Drop it, with the received files it tracked (their bytes are left to the admin)."""
     for statement in DOWNGRADE:
         op.execute(statement)
