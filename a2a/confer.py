@@ -8,17 +8,23 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                 "inReplyTo": "01J…", "action": "ask",
                 "taskId": "01J…", "decision": "allow_once",
                 "edit": {"messageId": "01J…", "version": 2}, "delete": {"messageId": "01J…"},
+                "read": {"messageId": "01J…"},
                 "heldUntilOwnerReturns": true,
                 "contentType": "code", "language": "en", "via": "web",
                 "citations": [{"source": "RFC 9421", "trust_level": "authoritative"}],
                 "translation": {"from": "de", "to": "en", "provider": "openai"},
                 "conversation": {"id": "01J…", "type": "group", "name": "launch",
                                  "home": "did:web:a.example",
-                                 "members": ["did:web:a.example:users:alice", "…"]}}}
+                                 "members": ["did:web:a.example:users:alice", "…"]},
+                "file": {"sizeBytes": 10, "sha256": "<64 hex digits>"}}}
 
 A message's content rides in its parts (:func:`message_parts`, read back with
 :func:`read_parts`): ``content`` as one text part, ``content_json`` as one data part
-(``mediaType`` :data:`CONTENT_MEDIA_TYPE`), and ``contentType`` names what they are.
+(``mediaType`` :data:`CONTENT_MEDIA_TYPE`), and ``contentType`` names what they are. A
+``file`` message adds a file part (:func:`file_part`, read back with :func:`read_file_part`):
+A2A 1.0's ``url`` + ``mediaType`` + ``filename``, the URL on the sender's instance that only
+the receiving instance may fetch (an RFC 9421 signed GET); ``confer.file`` declares the
+file's size and SHA-256 for the receiver to check.
 
 Member names are the wire names (camelCase, like the rest of ProtoJSON). Reading a peer's
 metadata is tolerant, as A2A §4.5 asks of unknown fields: unknown members are ignored and a
@@ -34,6 +40,7 @@ from typing import Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     PrivateAttr,
     StrictBool,
     StrictInt,
@@ -56,11 +63,20 @@ CITATIONS_MEDIA_TYPE = "application/vnd.confer.citations+json"
 message without text) carries instead, since A2A requires non-empty ``parts``; it repeats
 ``confer.citations`` for readers that do not know Confer, and Confer receivers skip it."""
 
-CONTENT_MEMBERS = frozenset({"contentType", "citations", "language", "translation", "via"})
+CONTENT_MEMBERS = frozenset({"contentType", "citations", "language", "translation", "via", "file"})
 """Members that describe the message's content: malformed, the message cannot be stored as
 sent (:attr:`ConferMetadata.malformed`)."""
 
 ChangeKind = Literal["edit", "delete"]
+
+
+class ConferFile(BaseModel):
+    """``confer.file``: what the sender declares of the file its file part points at — its
+    size in bytes and its SHA-256 as 64 lowercase hex digits — for the receiver to check."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    sizeBytes: StrictInt = Field(ge=0)
+    sha256: StrictStr = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class ConferChange(BaseModel):
@@ -113,6 +129,8 @@ class ConferMetadata(BaseModel):
     - ``taskId`` / ``decision``: on an agent's answer to a held request, the requester's task
       and the owner's decision.
     - ``edit`` / ``delete``: this message changes an earlier one (:class:`ConferChange`).
+    - ``read``: a read receipt — the sender read the conversation up to the receiver's message
+      ``messageId`` (the receiver's own id: it sent that message); nothing else is stored.
     - ``heldUntilOwnerReturns``: on a ``Task``, the request was delivered and the agent's
       answer waits for its offline owner.
     - ``contentType``: the Confer content type of the parts (``text`` when absent; ``code``,
@@ -122,6 +140,7 @@ class ConferMetadata(BaseModel):
       receiver's to check, by the rules it applies to its own clients.
     - ``conversation``: the group the message belongs to (:class:`ConferConversation`);
       absent on a direct message.
+    - ``file``: on a ``file`` message, the declared size and SHA-256 (:class:`ConferFile`).
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -137,6 +156,7 @@ class ConferMetadata(BaseModel):
     decision: StrictStr | None = None
     edit: ConferChange | None = None
     delete: ConferChange | None = None
+    read: ConferChange | None = None
     heldUntilOwnerReturns: StrictBool | None = None
     contentType: StrictStr | None = None
     citations: list[dict[str, Any]] | None = None
@@ -144,6 +164,7 @@ class ConferMetadata(BaseModel):
     translation: dict[str, Any] | None = None
     via: StrictStr | None = None
     conversation: ConferConversation | None = None
+    file: ConferFile | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)
@@ -230,6 +251,42 @@ def read_parts(parts: list[Part]) -> tuple[str, Any]:
         None,
     )
     return text, data
+
+
+def file_part(url: str, media_type: str | None, filename: str) -> dict[str, Any]:
+    """An A2A 1.0 file ``Part`` (A2A §4.5: ``url`` with ``mediaType`` and ``filename``)."""
+    return {"url": url, "mediaType": media_type or "application/octet-stream", "filename": filename}
+
+
+def read_file_part(parts: list[Part]) -> tuple[str, str | None, str | None] | None:
+    """``(url, mediaType, filename)`` of the first part with a string ``url``, or None; a
+    ``mediaType`` or ``filename`` that is not a string reads as None."""
+    for part in parts:
+        extra = part.model_extra or {}
+        url = extra.get("url")
+        if isinstance(url, str) and part.text is None and part.data is None:
+            media_type, filename = extra.get("mediaType"), extra.get("filename")
+            return (
+                url,
+                media_type if isinstance(media_type, str) else None,
+                filename if isinstance(filename, str) else None,
+            )
+    return None
+
+
+def absolute_file_urls(params: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """``params`` with every file part's path-only ``url`` (``/…``) made absolute on
+    ``base_url`` (the sender's public origin, known where the request is signed and sent)."""
+    parts = params.get("message", {}).get("parts")
+    if not isinstance(parts, list) or not any(_relative(p) for p in parts):
+        return params
+    resolved = [{**p, "url": base_url + p["url"]} if _relative(p) else p for p in parts]
+    return {**params, "message": {**params["message"], "parts": resolved}}
+
+
+def _relative(part: Any) -> bool:
+    url = part.get("url") if isinstance(part, dict) else None
+    return isinstance(url, str) and url.startswith("/")
 
 
 def send_message_params(

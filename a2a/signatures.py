@@ -65,6 +65,8 @@ __all__ = [
 ]
 
 DEFAULT_COMPONENTS = ("@method", "@authority", "@path", "@query", "content-type", "content-digest")
+FETCH_COMPONENTS = ("@method", "@authority", "@path", "@query")
+"""Components a signed GET covers (no body, so no ``content-type`` or ``content-digest``)."""
 CONFER_TAG = "confer-a2a"
 ALGORITHM = "ed25519"
 

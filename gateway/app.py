@@ -69,6 +69,8 @@ from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
+from gateway.storage import attachment_storage
+from gateway.workers.attachment_fetch import AttachmentFetcher
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
@@ -186,6 +188,12 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 (
                     "delivery",
                     DeliveryWorker(pool, http, identity, clock, settings, policy, hub).run,
+                ),
+                (
+                    "attachment-fetch",
+                    AttachmentFetcher(
+                        pool, http, identity, clock, settings, policy, attachment_storage(settings)
+                    ).run,
                 ),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),

@@ -32,6 +32,7 @@ The hierarchy (wire code in brackets)::
         AgentNotReachableError [agent_not_reachable]
         PeerBlockedError [peer_blocked]
         NotGroupMemberError [not_group_member]
+        AttachmentForbiddenError [attachment_forbidden]
       NotFoundError [not_found]
         ConversationNotFoundError [conversation_not_found]
         RecipientNotFoundError [recipient_not_found]
@@ -64,6 +65,8 @@ The hierarchy (wire code in brackets)::
         PhoneTakenError [phone_taken]
         PermissionDecidedError [permission_decided]
         PermissionExpiredError [permission_expired]
+        AttachmentPendingError [attachment_pending]
+        AttachmentUnavailableError [attachment_unavailable]
       PeerError [peer_invalid]
       UnsupportedMediaTypeError [unsupported_media_type]
       PreconditionFailedError [precondition_failed]
@@ -225,6 +228,18 @@ class AttachmentNotFoundError(NotFoundError):
     code, title = "attachment_not_found", "No such attachment"
 
 
+class AttachmentPendingError(ConflictError):
+    """A peer's file whose bytes are still being fetched from the sender's instance."""
+
+    code, title = "attachment_pending", "The file is still on its way from the sender's instance"
+
+
+class AttachmentUnavailableError(ConflictError):
+    """A peer's file that could not be fetched (refused, too large, hash mismatch)."""
+
+    code, title = "attachment_unavailable", "The file could not be fetched from its sender"
+
+
 class ThreadNotFoundError(NotFoundError):
     code, title = "thread_not_found", "No such thread"
 
@@ -373,6 +388,13 @@ class AgentNotReachableError(ForbiddenError):
 
 class PeerBlockedError(ForbiddenError):
     code, title = "peer_blocked", "The recipient does not accept requests from this peer"
+
+
+class AttachmentForbiddenError(ForbiddenError):
+    """A signed fetch of an attachment by an instance with no participant in its conversation
+    (or of no such attachment: the two are not told apart)."""
+
+    code, title = "attachment_forbidden", "This instance may not fetch that attachment"
 
 
 class PermissionNotFoundError(NotFoundError):

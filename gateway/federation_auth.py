@@ -16,6 +16,7 @@ Every failure is a 401 problem with the precise code, and leaves an ``audit_log`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -25,6 +26,7 @@ from a2a.digest import verify_content_digest
 from a2a.errors import A2AError, SignatureMalformedError
 from a2a.signatures import (
     DEFAULT_COMPONENTS,
+    FETCH_COMPONENTS,
     SignatureInput,
     check_signature_params,
     field_lines,
@@ -54,7 +56,7 @@ def client_ip(request: Request) -> str | None:
 
 
 async def _check(
-    state: State, request: Request, body: bytes
+    state: State, request: Request, body: bytes, required: Sequence[str]
 ) -> tuple[SignatureInput, PeerAgentRow]:
     parsed = parse_signature(request.headers)
     if not parsed.nonce:
@@ -66,7 +68,7 @@ async def _check(
     check_signature_params(
         parsed,
         now=now,
-        required_components=DEFAULT_COMPONENTS,
+        required_components=required,
         max_age=settings.signature_max_age_seconds,
         clock_skew=settings.signature_clock_skew_seconds,
         require_expires=True,
@@ -82,6 +84,7 @@ async def _check(
         headers=request.headers,
         body=body,
         public_key=key,
+        required_components=required,
         now=now,
         max_age=settings.signature_max_age_seconds,
         clock_skew=settings.signature_clock_skew_seconds,
@@ -91,9 +94,19 @@ async def _check(
 
 async def verify_signed_request(request: Request, state: State) -> VerifiedPeer:
     """FastAPI dependency: the verified peer behind a signed request, or a 401 problem."""
+    return await _verify(request, state, DEFAULT_COMPONENTS)
+
+
+async def verify_signed_fetch(request: Request, state: State) -> VerifiedPeer:
+    """FastAPI dependency: the verified peer behind a signed GET (covering
+    :data:`a2a.signatures.FETCH_COMPONENTS`, no body), or a 401 problem."""
+    return await _verify(request, state, FETCH_COMPONENTS)
+
+
+async def _verify(request: Request, state: State, required: Sequence[str]) -> VerifiedPeer:
     body = await request.body()
     try:
-        parsed, peer = await _check(state, request, body)
+        parsed, peer = await _check(state, request, body, required)
         horizon = (parsed.created or 0) + state.settings.signature_max_age_seconds
         expires = datetime.fromtimestamp(
             max(horizon, parsed.expires or 0) + state.settings.signature_clock_skew_seconds, UTC
@@ -123,3 +136,4 @@ async def audit_rejection(state: State, request: Request, code: str, detail: str
 
 
 Peer = Annotated[VerifiedPeer, Depends(verify_signed_request)]
+SignedFetch = Annotated[VerifiedPeer, Depends(verify_signed_fetch)]

@@ -294,6 +294,14 @@ class Settings(BaseSettings):
     attachment_max_bytes: int = Field(
         default=25 * 1024 * 1024, description="Largest attachment upload, in bytes."
     )
+    attachment_fetch_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest fetch of a peer's file from its sender's instance, whole body.",
+    )
+    attachment_fetch_max_attempts: int = Field(
+        default=6, gt=0, description="Fetches of a peer's file before it is given up on."
+    )
     attachments_dir: Path | None = Field(
         default=None, description="Where uploads are stored; unset = <data_dir>/attachments."
     )

@@ -12,8 +12,12 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.errors import PayloadTooLargeError
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 CHUNK = 64 * 1024
 
@@ -83,3 +87,8 @@ class LocalStorage(AttachmentStorage):
         path = self._path(storage_url)
         if await asyncio.to_thread(os.path.exists, path):
             await asyncio.to_thread(path.unlink, True)
+
+
+def attachment_storage(settings: Settings) -> LocalStorage:
+    """The storage the settings name: ``attachments_dir``, else ``<data_dir>/attachments``."""
+    return LocalStorage(Path(settings.attachments_dir or settings.data_dir / "attachments"))

@@ -89,6 +89,11 @@ class AttachmentRow(ConferModel):
 
     ``content_type`` is the file's MIME type (not a message content type); ``size_bytes`` its
     size; ``sha256`` its digest as 64 hex characters; ``storage_url`` where the bytes live.
+
+    A file a peer sent (its ``file`` message's copy here) has ``storage_url`` None until its
+    bytes are here; where a query joins its ``attachment_fetches`` row, ``source_url``,
+    ``origin_did`` and ``fetch_state`` (``pending`` → ``fetched`` | ``failed``, with
+    ``fetch_error``) come from there. Local uploads have no ``fetch_state``.
     """
 
     id: Ulid
@@ -97,6 +102,12 @@ class AttachmentRow(ConferModel):
     filename: str
     content_type: str | None = None
     size_bytes: int | None = None
-    storage_url: str
+    storage_url: str | None = None
     sha256: str | None = None
     created_at: Timestamp
+    source_url: str | None = None
+    origin_did: str | None = None
+    fetch_state: str | None = None
+    fetch_attempts: int = 0
+    fetch_next_at: Timestamp | None = None
+    fetch_error: str | None = None

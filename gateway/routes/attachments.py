@@ -1,18 +1,20 @@
-"""File uploads and downloads (multipart/form-data, field ``file``)."""
+"""File uploads and downloads (multipart/form-data, field ``file``), and the signed GET by which
+a receiving instance fetches the file of a ``file`` message it was sent."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, File, UploadFile
 from fastapi.responses import StreamingResponse
 
+from did.web import instance_did
 from gateway.deps import Current, State
+from gateway.federation_auth import SignedFetch
 from gateway.routes.conversations import checked_id
 from gateway.services import attachments as service
-from gateway.storage import LocalStorage
+from gateway.storage import LocalStorage, attachment_storage
 from models.api import AttachmentPublic
 
 router = APIRouter(tags=["conversations"])
@@ -20,14 +22,17 @@ router = APIRouter(tags=["conversations"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Not authenticated (problem+json)"},
     404: {"description": "No such attachment, or not yours to see (problem+json)"},
+    409: {
+        "description": "A peer's file not fetched (yet): attachment_pending or "
+        "attachment_unavailable (problem+json)"
+    },
     413: {"description": "Larger than CONFER_ATTACHMENT_MAX_BYTES (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},
 }
 
 
 def _storage(state: State) -> LocalStorage:
-    settings = state.settings
-    return LocalStorage(Path(settings.attachments_dir or settings.data_dir / "attachments"))
+    return attachment_storage(state.settings)
 
 
 @router.post("/v1/attachments", status_code=201, summary="Upload a file", responses=_ERRORS)
@@ -45,7 +50,7 @@ async def upload_attachment(
         read=file.read,
         max_bytes=state.settings.attachment_max_bytes,
     )
-    return AttachmentPublic(**row.model_dump(exclude={"storage_url", "user_id"}))
+    return AttachmentPublic(**row.model_dump(include=set(AttachmentPublic.model_fields)))
 
 
 @router.get(
@@ -57,8 +62,11 @@ async def upload_attachment(
 async def download_attachment(
     attachment_id: str, current: Current, state: State
 ) -> StreamingResponse:
-    """The file, for its uploader or the participants of its message's conversation."""
+    """The file, for its uploader or the participants of its message's conversation. A file
+    a peer sent answers 409 ``attachment_pending`` until it is fetched from the sender's
+    instance, and 409 ``attachment_unavailable`` when that failed for good."""
     row = await service.get_for_download(state.pool, current.user, checked_id(attachment_id))
+    assert row.storage_url is not None
     return StreamingResponse(
         _storage(state).open(row.storage_url),
         media_type=row.content_type or "application/octet-stream",
@@ -67,5 +75,37 @@ async def download_attachment(
             "Content-Length": str(row.size_bytes or 0),
             "X-Content-Type-Options": "nosniff",
             "Digest-SHA256": row.sha256 or "",
+        },
+    )
+
+
+@router.get(
+    "/federation/attachments/{attachment_id}",
+    tags=["federation"],
+    summary="A file, for a receiving instance",
+    responses={
+        401: {"description": "Not signed per RFC 9421, or the signature fails (problem+json)"},
+        403: {"description": "The signing instance has no participant there (problem+json)"},
+        200: {"content": {"application/octet-stream": {}}},
+    },
+    response_class=StreamingResponse,
+)
+async def fetch_attachment(
+    attachment_id: str, peer: SignedFetch, state: State
+) -> StreamingResponse:
+    """The bytes of a ``file`` message's attachment, for an instance that received the message:
+    the GET must be signed (RFC 9421 §3.1, covering ``@method @authority @path @query``) by a
+    key of an instance with a participant in the message's conversation. The receiver checks
+    the bytes against the SHA-256 the message declared."""
+    signer = instance_did(peer.peer.did)
+    row = await service.get_for_instance(state.pool, signer, checked_id(attachment_id))
+    assert row.storage_url is not None
+    return StreamingResponse(
+        _storage(state).open(row.storage_url),
+        media_type=row.content_type or "application/octet-stream",
+        headers={
+            "Content-Length": str(row.size_bytes or 0),
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store",
         },
     )

@@ -10,6 +10,7 @@ from gateway.deps import Current, State
 from gateway.routes.conversations import _ERRORS, checked_id
 from gateway.services import deliveries
 from gateway.services import messages as service
+from gateway.storage import attachment_storage
 from models.api import MembershipPublic, MessageDetail, MessageUpdate, ReadCreate, ThreadPage
 from models.federation_api import DeliveryList
 
@@ -62,7 +63,12 @@ async def delete_message(
 ) -> Response:
     """Soft-delete: the content disappears from every read path; a tombstone event is sent."""
     await service.delete_message(
-        state.pool, state.hub, current.user, checked_id(conversation_id), checked_id(message_id)
+        state.pool,
+        state.hub,
+        attachment_storage(state.settings),
+        current.user,
+        checked_id(conversation_id),
+        checked_id(message_id),
     )
     return Response(status_code=204)
 

@@ -12,28 +12,93 @@ PostgreSQL cannot store), a peer may not either — InvalidParamsError (-32602).
 without ``metadata.confer.contentType`` is plain text, as from any A2A client: it needs a text
 part (ContentTypeNotSupportedError, -32005) and its data parts are not kept.
 
-Files: a ``file`` message travels as its metadata only (``content_json``: the sender's
-``attachment_id``, ``filename``, ``mime_type``, ``size_bytes``); the bytes stay on the
-sender's instance and are not fetched. The receiver stores the metadata as sent, and a message
-without text gets :data:`FILE_NOT_FETCHED` (with the file name) as its text, so its reader
-knows why there is nothing to open.
+Files: a ``file`` message carries its metadata in ``content_json`` (the sender's
+``attachment_id``, ``filename``, ``mime_type``, ``size_bytes``) and, when the sender holds the
+bytes, a file part (:func:`outbound_file`): a path-only URL of ``GET
+/federation/attachments/{id}`` (made absolute on the sender's public URL when the delivery is
+signed) and ``confer.file`` with the stored size and SHA-256. The receiver checks the part
+(:func:`received_file`: the URL must be on the sending peer's own host), stores the message
+at once and fetches the bytes afterwards (:mod:`gateway.workers.attachment_fetch`). A ``file``
+message without a file part (a peer that does not send one) and without text gets
+:data:`FILE_NOT_FETCHED` (with the file name) as its text, so its reader knows why there is
+nothing to open.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from a2a.confer import CONTENT_MEMBERS, ConferMetadata, message_parts, read_parts
+from a2a.confer import (
+    CONTENT_MEMBERS,
+    ConferFile,
+    ConferMetadata,
+    file_part,
+    message_parts,
+    read_file_part,
+    read_parts,
+)
 from a2a.protocol import ContentTypeNotSupportedError, InvalidParamsError, JSONRPCError, Message
+from did.errors import DIDError
+from did.web import did_to_url, instance_did
 from gateway.errors import ValidationFailedError
 from gateway.services.content import validate_message
+from models import AttachmentRow
 from models import Message as StoredMessage
 from models.api import MessageCreate
 
 FILE_NOT_FETCHED = "{filename} (the file stays on the sender's instance: it is not fetched yet)"
-"""Text of a received ``file`` message that came without text of its own."""
+"""Text of a received ``file`` message that came without text or a file part of its own."""
+
+ATTACHMENT_PATH = "/federation/attachments/"
+"""Path prefix of the signed-GET endpoint that serves a file to the receiving instance."""
+
+
+@dataclass(frozen=True)
+class IncomingFile:
+    """A peer's file part, checked: where to fetch it and what it must be."""
+
+    url: str
+    media_type: str | None
+    filename: str | None
+    size_bytes: int
+    sha256: str
+
+
+def outbound_file(attachment: AttachmentRow) -> tuple[dict[str, Any], ConferFile] | None:
+    """The file part (path-only URL) and ``confer.file`` of a stored attachment, or None when
+    its bytes are not here (a peer's file still pending, or one that failed)."""
+    if attachment.storage_url is None or attachment.sha256 is None:
+        return None
+    part = file_part(ATTACHMENT_PATH + attachment.id, attachment.content_type, attachment.filename)
+    return part, ConferFile(sizeBytes=attachment.size_bytes or 0, sha256=attachment.sha256)
+
+
+def received_file(message: Message, sender_did: str) -> IncomingFile | None:
+    """The file part of a peer's ``file`` message, or None when it has none.
+
+    Raises InvalidParamsError (-32602) when the part's URL is not http(s) on the host of the
+    sending peer's own DID (we would sign a fetch to wherever it points) or ``confer.file``
+    is missing.
+    """
+    found = read_file_part(message.parts)
+    confer = ConferMetadata.of(message.metadata)
+    if found is None or confer.contentType != "file":
+        return None
+    url, media_type, filename = found
+    try:
+        origin = urlsplit(did_to_url(instance_did(sender_did)))
+    except DIDError as exc:
+        raise InvalidParamsError(f"Invalid params: the sender {sender_did} is not did:web") from exc
+    target = urlsplit(url)
+    if target.scheme not in ("http", "https") or target.netloc.lower() != origin.netloc.lower():
+        raise InvalidParamsError("Invalid params: the file part's url is not on the sender's host")
+    if confer.file is None:
+        raise InvalidParamsError("Invalid params: a file part needs message.metadata.confer.file")
+    return IncomingFile(url, media_type, filename, confer.file.sizeBytes, confer.file.sha256)
 
 
 def outbound_parts(message: StoredMessage) -> list[dict[str, Any]]:
@@ -97,7 +162,13 @@ def received_content(message: Message, max_chars: int, *, via: str | None = None
         validate_message(data)
     except ValidationFailedError as exc:
         raise InvalidParamsError(f"Invalid params: {exc.detail}") from exc
-    if data.content_type == "file" and not data.content and isinstance(content_json, dict):
+    has_part = read_file_part(message.parts) is not None and via is None
+    if (
+        data.content_type == "file"
+        and not data.content
+        and isinstance(content_json, dict)
+        and (not has_part)
+    ):
         note = FILE_NOT_FETCHED.format(filename=content_json.get("filename", "a file"))
         data = data.model_copy(update={"content": note})
     return data

@@ -36,13 +36,14 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import RecipientNotFoundError, ValidationFailedError
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, federation, groups
+from gateway.services import federated_changes, federated_receipts, federation, groups
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
+from gateway.storage import AttachmentStorage
 from gateway.store.tasks import TaskRow
 
 M = TypeVar("M", bound=BaseModel)
@@ -55,8 +56,9 @@ class RpcContext:
     ``recipient`` is the endpoint's recipient, already admitted by the edge; None on ``/a2a``,
     where a message names its own. ``ip`` is the caller's address for the audit row.
     ``max_message_chars`` bounds a message's text; a consent request expires
-    ``permission_ttl_seconds`` after ``clock.now()``. ``peers`` resolves the remote members
-    a group message names (None: only members already known join a replica).
+    ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
+    peer's delete removes them). ``peers`` resolves the remote members a group message names
+    (None: only members already known join a replica).
     """
 
     caller: A2ACaller
@@ -68,6 +70,7 @@ class RpcContext:
     queue: TaskQueue
     task_events: TaskEvents
     identity: Identity
+    storage: AttachmentStorage
     max_message_chars: int
     permission_ttl_seconds: float
     peers: PeerDirectory | None = None
@@ -135,9 +138,17 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
-    a peer's edit or delete of an earlier message → ``{"message": Message}``."""
+    a peer's edit or delete of an earlier message, or its read receipt →
+    ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
-    change = ConferMetadata.of(params.message.metadata).change()
+    confer = ConferMetadata.of(params.message.metadata)
+    if confer.read is not None or "read" in confer.malformed:
+        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        recipient = await _recipient(ctx, params)
+        return await federated_receipts.apply_receipt(
+            ctx.caller, recipient, params, pool=ctx.pool, hub=ctx.hub
+        )
+    change = confer.change()
     if change is None:
         task, _ = await _send(ctx, params)
         return {"task": task_json(task)}
@@ -153,6 +164,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         hub=ctx.hub,
         clock=ctx.clock,
         task_events=ctx.task_events,
+        storage=ctx.storage,
     )
 
 

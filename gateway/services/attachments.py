@@ -3,9 +3,18 @@ download for the uploader (until attached) or the participants of the message's 
 
 from __future__ import annotations
 
+import functools
+
 import asyncpg
 
-from gateway.errors import AttachmentNotFoundError, ValidationFailedError
+from gateway.db import Transaction
+from gateway.errors import (
+    AttachmentForbiddenError,
+    AttachmentNotFoundError,
+    AttachmentPendingError,
+    AttachmentUnavailableError,
+    ValidationFailedError,
+)
 from gateway.ids import new_id
 from gateway.services.content import check_text
 from gateway.storage import AttachmentStorage, ReadChunk
@@ -66,4 +75,32 @@ async def get_for_download(pool: asyncpg.Pool, user: User, attachment_id: str) -
         )
     if row is None:
         raise AttachmentNotFoundError(f"no attachment {attachment_id}")
+    if row.fetch_state == "pending":
+        raise AttachmentPendingError(f"{row.filename} is still being fetched from its sender")
+    if row.storage_url is None:
+        raise AttachmentUnavailableError(f"{row.filename}: {row.fetch_error or 'not fetched'}")
     return row
+
+
+async def get_for_instance(
+    pool: asyncpg.Pool, instance_did: str, attachment_id: str
+) -> AttachmentRow:
+    """The attachment an instance may fetch (a signed GET by ``instance_did``): one of a
+    visible message in a conversation where that instance has a participant. Raises
+    AttachmentForbiddenError (403) otherwise, whether or not the attachment exists."""
+    async with pool.acquire() as conn:
+        row = await attachments_store.get_attachment_for_instance(
+            conn, attachment_id=attachment_id, instance_did=instance_did
+        )
+    if row is None:
+        raise AttachmentForbiddenError(f"{instance_did} may not fetch attachment {attachment_id}")
+    return row
+
+
+async def discard_message_files(
+    tx: Transaction, storage: AttachmentStorage, *, message_id: str
+) -> None:
+    """A message was deleted: its attachment rows go in ``tx``, their bytes once it commits."""
+    urls = await attachments_store.delete_message_attachments(tx.conn, message_id=message_id)
+    for url in urls:
+        tx.call_after(functools.partial(storage.delete, url))

@@ -11,7 +11,8 @@ Inbound: the stored copy is found through the inbox row of (signing DID, origina
 ``messageId``), so only the original sender can change it. Applying is idempotent: an edit whose
 version is not above the stored one, or any change to a deleted message, changes nothing. An
 edit keeps the previous version and emits ``message.edited``; a delete erases the content
-everywhere (row, versions, stream events) and emits the ``message.deleted`` tombstone.
+everywhere (row, versions, stream events, the file fetched for it) and emits the
+``message.deleted`` tombstone.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from gateway.db import Transaction, transaction
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.services import unread
+from gateway.services.attachments import discard_message_files
 from gateway.services.callers import A2ACaller
 from gateway.services.tasks import Recipient, TaskEvents, held_for_owner, withdraw_agent_answer
+from gateway.storage import AttachmentStorage
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federated_changes as store
@@ -71,6 +74,7 @@ async def apply_change(
     hub: EventHub,
     clock: Clock,
     task_events: TaskEvents,
+    storage: AttachmentStorage,
 ) -> dict[str, Any]:
     """Apply a peer's edit or delete to the stored copy — or to its message still held for the
     owner's consent (an edit replaces the held text; a delete withdraws the request and erases
@@ -78,8 +82,8 @@ async def apply_change(
 
     One unit of work: the change, its ``message.edited`` / ``message.deleted`` stream events
     (``hub``) and the audit row commit together; the canceled task reaches ``task_events``
-    after commit. Raises InvalidParamsError for API-key callers (changes travel between
-    instances only).
+    after commit, and a deleted copy's fetched file leaves ``storage``. Raises
+    InvalidParamsError for API-key callers (changes travel between instances only).
     """
     found = ConferMetadata.of(params.message.metadata).change()
     assert found is not None
@@ -96,11 +100,13 @@ async def apply_change(
             if kind == "edit":
                 done.changed += await _edit(tx, hub, message, text, change.version)
             else:
-                done.changed += await _delete(tx, hub, message)
+                done.changed += await _delete(tx, hub, message, storage)
                 done.task = await _withdraw_held(conn, now, message.id) or done.task
         else:
             remote_id = change.messageId
-            await _change_held(tx, hub, now, caller, recipient, kind, remote_id, text, done)
+            await _change_held(
+                tx, hub, storage, now, caller, recipient, kind, remote_id, text, done
+            )
         await _audit(conn, caller, kind, change.messageId, done)
         if done.task is not None:
             tx.call_after(functools.partial(task_events.publish, done.task))
@@ -135,6 +141,7 @@ async def _audit(
 async def _change_held(
     tx: Transaction,
     hub: EventHub,
+    storage: AttachmentStorage,
     now: datetime,
     caller: A2ACaller,
     recipient: Recipient,
@@ -192,7 +199,7 @@ async def _change_held(
     for notice in notices:
         withdrawn = await messages_store.get_message(conn, id=notice["id"])
         assert withdrawn is not None
-        done.changed += await _delete(tx, hub, withdrawn)
+        done.changed += await _delete(tx, hub, withdrawn, storage)
 
 
 async def _withdraw_held(
@@ -271,11 +278,14 @@ async def _edit(tx: Transaction, hub: EventHub, message: Message, text: str, ver
     return 1
 
 
-async def _delete(tx: Transaction, hub: EventHub, message: Message) -> int:
-    """Erase the copy everywhere and announce the tombstone (after the cached unread counts
-    of its conversation are dropped); returns 1."""
+async def _delete(
+    tx: Transaction, hub: EventHub, message: Message, storage: AttachmentStorage
+) -> int:
+    """Erase the copy everywhere, its fetched file included, and announce the tombstone (after
+    the cached unread counts of its conversation are dropped); returns 1."""
     conn = tx.conn
     deleted_at = await change_store.soft_delete(conn, message_id=message.id)
+    await discard_message_files(tx, storage, message_id=message.id)
     tombstone = {
         "id": message.id,
         "conversation_id": message.conversation_id,

@@ -36,6 +36,7 @@ from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
+from gateway.store import attachments as attachments_store
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -158,9 +159,10 @@ async def receive_message(
 
     The content is the local post's (:func:`checked_content`): every content type, stored as
     sent; content a local client could not post raises InvalidParamsError (-32602, audited)
-    before anything is written.
+    before anything is written. A peer's file part gives the copy its own attachment, pending
+    until the fetch worker brings the bytes (:mod:`gateway.workers.attachment_fetch`).
     """
-    content = await checked_content(pool, caller, recipient, params, max_chars, ip)
+    content, file = await checked_content(pool, caller, recipient, params, max_chars, ip)
     text = a2a_content.policy_text(content)
     remote_id = params.message.messageId
     now = clock.now()
@@ -172,7 +174,7 @@ async def receive_message(
             return existing, False
         verdict = await _verdict(conn, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
-            message, notify = await _store_message(conn, caller, recipient, params, content)
+            message, notify = await _store_message(conn, caller, recipient, params, content, file)
             await federation_store.insert_inbox(
                 conn,
                 origin_did=caller.origin,
@@ -214,15 +216,19 @@ async def checked_content(
     params: SendMessageParams,
     max_chars: int,
     ip: str | None,
-) -> MessageCreate:
-    """The message's content as a local post (:func:`a2a_content.received_content`).
+) -> tuple[MessageCreate, a2a_content.IncomingFile | None]:
+    """The message's content as a local post (:func:`a2a_content.received_content`), and a
+    signed peer's file part (:func:`a2a_content.received_file`).
 
     A refusal (InvalidParamsError -32602, ContentTypeNotSupportedError -32005) leaves a
     ``federation.inbound.rejected`` audit row with the reason, then propagates.
     """
     via = "api" if caller.peer is None else None
     try:
-        return a2a_content.received_content(params.message, max_chars, via=via)
+        content = a2a_content.received_content(params.message, max_chars, via=via)
+        if caller.peer is None or content.content_type != "file":
+            return content, None
+        return content, a2a_content.received_file(params.message, caller.peer.peer.did)
     except JSONRPCError as exc:
         async with pool.acquire() as conn:
             await audit_store.insert_audit(
@@ -448,11 +454,13 @@ async def _store_message(
     recipient: Recipient,
     params: SendMessageParams,
     content: MessageCreate,
+    file: a2a_content.IncomingFile | None = None,
 ) -> tuple[Message, list[str]]:
     """Insert the message (``content`` as the sender stored it) in the right conversation
     (the ``contextId``'s when it names one of ours with this peer, see
     :func:`peer_conversation`), as a reply when ``metadata.confer.inReplyTo`` names a message
-    of it; returns it and the local users to notify."""
+    of it; returns it and the local users to notify. With ``file``, the copy's
+    ``content_json.attachment_id`` names our own pending attachment row for it."""
     in_reply_to = None
     if caller.peer is not None:
         peer = caller.peer.peer
@@ -488,6 +496,10 @@ async def _store_message(
         stored = await messages_store.get_message(conn, id=copy) if copy else None
         if stored is not None:
             return stored, notify
+    attachment_id = new_id()
+    if file is not None and isinstance(content.content_json, dict):
+        content_json = {**content.content_json, "attachment_id": attachment_id}
+        content = content.model_copy(update={"content_json": content_json})
     message = await messages_store.insert_message(
         conn,
         id=new_id(),
@@ -496,6 +508,19 @@ async def _store_message(
         **a2a_content.stored_fields(content),
         **sender,
     )
+    if file is not None and caller.peer is not None and isinstance(content.content_json, dict):
+        await attachments_store.insert_received_attachment(
+            conn,
+            id=attachment_id,
+            message_id=message.id,
+            user_id=recipient.user_id,
+            filename=str(content.content_json["filename"]),
+            content_type=(file.media_type or "application/octet-stream")[:128],
+            size_bytes=file.size_bytes,
+            sha256=file.sha256,
+            source_url=file.url,
+            origin_did=caller.peer.peer.did,
+        )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify
 

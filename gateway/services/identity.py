@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from a2a.auth import RequestSigner
+from a2a.signatures import DEFAULT_COMPONENTS
 from did.document import build_did_document
 from did.web import did_from_base_url
 from gateway.ids import new_id
@@ -105,10 +106,16 @@ class Identity:
             controller=self.did,
         )
 
-    def signer_for(self, did: str) -> RequestSigner:
-        """An RFC 9421 signer whose ``keyid`` is ``<did>#<active key fragment>``."""
+    def signer_for(self, did: str, components: Sequence[str] = DEFAULT_COMPONENTS) -> RequestSigner:
+        """An RFC 9421 signer whose ``keyid`` is ``<did>#<active key fragment>``, covering
+        ``components`` (a GET has no ``content-type``: :data:`a2a.signatures.FETCH_COMPONENTS`)."""
         key = self.signing_key
-        return RequestSigner(key.private_key, f"{did}#{key.fragment}", window=self.signature_window)
+        return RequestSigner(
+            key.private_key,
+            f"{did}#{key.fragment}",
+            window=self.signature_window,
+            components=components,
+        )
 
 
 async def _ensure_key(conn: asyncpg.Connection, purpose: str) -> list[keys_store.InstanceKeyRow]:

@@ -24,11 +24,13 @@ from gateway.errors import (
 )
 from gateway.realtime.hub import EventHub
 from gateway.services import unread
+from gateway.services.attachments import discard_message_files
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
 from gateway.services.deliveries import message_deliveries
-from gateway.services.outbound import Change, queue_for_peers
+from gateway.services.outbound import Change, Receipt, queue_for_peers
 from gateway.services.participants import require_membership
+from gateway.storage import AttachmentStorage
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
@@ -145,14 +147,21 @@ def _validate_edit(original: Message, data: MessageUpdate) -> None:
 
 
 async def delete_message(
-    pool: asyncpg.Pool, hub: EventHub, user: User, conversation_id: str, message_id: str
+    pool: asyncpg.Pool,
+    hub: EventHub,
+    storage: AttachmentStorage,
+    user: User,
+    conversation_id: str,
+    message_id: str,
 ) -> None:
-    """Soft-delete the caller's message everywhere and emit a ``message.deleted`` tombstone."""
+    """Soft-delete the caller's message everywhere (its attached file leaves ``storage``, so
+    peers can no longer fetch it) and emit a ``message.deleted`` tombstone."""
     async with transaction(pool) as tx:
         conn = tx.conn
         await require_membership(conn, conversation_id=conversation_id, user=user)
         await _locked_own_message(conn, user, conversation_id, message_id)
         deleted_at = await change_store.soft_delete(conn, message_id=message_id)
+        await discard_message_files(tx, storage, message_id=message_id)
         tombstone: dict[str, Any] = {
             "id": message_id,
             "conversation_id": conversation_id,
@@ -199,7 +208,8 @@ async def mark_read(
     pool: asyncpg.Pool, hub: EventHub, user: User, conversation_id: str, data: ReadCreate
 ) -> MembershipPublic:
     """Everything up to ``data.message_id`` is read: the position only moves forward, the
-    message's ``read_by_json`` gains the reader, members get a ``receipt`` event."""
+    message's ``read_by_json`` gains the reader, members get a ``receipt`` event, and the
+    peers whose messages the read reached get one (:mod:`gateway.services.federated_receipts`)."""
     async with transaction(pool) as tx:
         conn = tx.conn
         conversation, membership = await require_membership(
@@ -223,6 +233,8 @@ async def mark_read(
             }
             users = await _local_users(conn, conversation_id)
             await hub.append(tx, users, RECEIPT, receipt)
+            # the peers whose messages this read reached hear of it (federated_receipts)
+            await queue_for_peers(conn, Receipt(conversation_id, user.did, data.message_id))
         public = await conversation_public(conn, conversation, viewer=user)
     assert public.membership is not None
     return public.membership

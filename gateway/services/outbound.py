@@ -7,11 +7,14 @@ transaction that stored it (so the delivery is queued exactly when the change co
   held for consent — goes to every peer agent of its conversation, or to one named peer; a
   group's message carries the group's identity and the home's group id as its ``contextId``
   (:mod:`gateway.services.groups`);
-- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to.
+- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
+- a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
+  the read reached, naming (by the peer's own id) its latest message read.
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
 from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
-:mod:`gateway.services.a2a_content`. The delivery worker
+:mod:`gateway.services.a2a_content` (a ``file`` message adds a file part pointing at its
+attachment, with its declared size and SHA-256). The delivery worker
 (:mod:`gateway.workers.delivery`) signs and posts the rows, in order per destination, so a
 change never overtakes the message it changes.
 """
@@ -27,7 +30,8 @@ import asyncpg
 from a2a.confer import ConferChange, ConferMetadata, send_message_params
 from gateway.ids import new_id
 from gateway.services import groups
-from gateway.services.a2a_content import outbound_metadata, outbound_parts
+from gateway.services.a2a_content import outbound_file, outbound_metadata, outbound_parts
+from gateway.store import attachments as attachments_store
 from gateway.store import federated_changes as changes_store
 from gateway.store import federation as federation_store
 from gateway.store import tasks as tasks_store
@@ -35,6 +39,9 @@ from models import Message, PeerAgentRow
 
 DELETED_TEXT = "(deleted)"
 """The text part of a delete (A2A requires a non-empty ``parts``; receivers ignore it)."""
+
+RECEIPT_TEXT = "(read)"
+"""The text part of a read receipt (receivers ignore it)."""
 
 
 @dataclass(frozen=True)
@@ -79,14 +86,29 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """``reader_did`` read ``conversation_id`` up to our message ``up_to`` (inclusive)."""
+
+    conversation_id: str
+    reader_did: str
+    up_to: str
+
+
+@dataclass(frozen=True)
 class _Destination:
     peer_id: str
     endpoint: str
     sender_did: str
     recipient: str | None
+    # a receipt's: our copy of the peer's latest message read, and the peer's id of it
+    message_id: str | None = None
+    remote_id: str | None = None
 
 
-async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
+Item = Post | Change | Receipt
+
+
+async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     """Queue ``item`` in the outbox for every remote destination; returns how many rows.
 
     Runs inside the caller's transaction (``conn``); the rows wake the delivery workers when
@@ -94,8 +116,12 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
     so peers that never got the message are not told.
     """
     destinations = await _destinations(conn, item)
-    message_id = item.message.id if isinstance(item, Post) else item.message_id
     for d in destinations:
+        if isinstance(item, Receipt):
+            assert d.message_id is not None
+            message_id = d.message_id
+        else:
+            message_id = item.message.id if isinstance(item, Post) else item.message_id
         await federation_store.insert_outbox(
             conn,
             destination=urlsplit(d.endpoint).netloc.lower(),
@@ -108,7 +134,22 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Post | Change) -> int:
     return len(destinations)
 
 
-async def _destinations(conn: asyncpg.Connection, item: Post | Change) -> list[_Destination]:
+async def _destinations(conn: asyncpg.Connection, item: Item) -> list[_Destination]:
+    if isinstance(item, Receipt):
+        read = await federation_store.list_receipt_targets(
+            conn, conversation_id=item.conversation_id, up_to=item.up_to
+        )
+        return [
+            _Destination(
+                r["peer_id"],
+                r["endpoint"],
+                item.reader_did,
+                r["did"],
+                r["message_id"],
+                r["remote_id"],
+            )
+            for r in read
+        ]
     if isinstance(item, Change):
         targets = await changes_store.delivery_targets(conn, message_id=item.message_id)
         return [
@@ -125,7 +166,17 @@ async def _destinations(conn: asyncpg.Connection, item: Post | Change) -> list[_
     return [_Destination(p["peer_id"], p["endpoint"], sender, p["did"]) for p in peers]
 
 
-async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination) -> dict[str, Any]:
+async def _params(conn: asyncpg.Connection, item: Item, d: _Destination) -> dict[str, Any]:
+    if isinstance(item, Receipt):
+        assert d.remote_id is not None
+        return send_message_params(
+            message_id=new_id(),  # a receipt is a message of its own; the read one is named
+            context_id=item.conversation_id,
+            text=RECEIPT_TEXT,
+            confer=ConferMetadata(
+                sender=d.sender_did, recipient=d.recipient, read=ConferChange(messageId=d.remote_id)
+            ),
+        )
     if isinstance(item, Change):
         change = ConferChange(messageId=item.message_id, version=item.version)
         edited = item.version is not None
@@ -148,12 +199,20 @@ async def _params(conn: asyncpg.Connection, item: Post | Change, d: _Destination
     if group is not None:
         # A group message names the home's group, never a context learned elsewhere.
         context_id = group.id
+    parts, file = outbound_parts(message), None
+    if message.content_type == "file":
+        attachment = await attachments_store.get_message_attachment(conn, message_id=message.id)
+        carried = outbound_file(attachment) if attachment is not None else None
+        if carried is not None:
+            parts.append(carried[0])
+            file = carried[1]
     return send_message_params(
         message_id=message.id,
         context_id=context_id,
         text=message.content or "",
-        parts=outbound_parts(message),
+        parts=parts,
         confer=ConferMetadata(
+            file=file,
             sender=message.sender_did,
             recipient=d.recipient,
             createdAt=message.created_at.isoformat(),

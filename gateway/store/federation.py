@@ -189,6 +189,27 @@ async def get_inbox(
     return value  # type: ignore[no-any-return]
 
 
+async def list_receipt_targets(
+    conn: asyncpg.Connection, *, conversation_id: str, up_to: str
+) -> list[asyncpg.Record]:
+    """For a read of ``conversation_id`` up to ``up_to``: per peer that sent messages there,
+    its latest visible message at or before ``up_to`` that it sent us (``message_id``, the
+    peer's id of it ``remote_id``) and where to tell it (``peer_id``, ``did``, ``endpoint``)."""
+    records: list[asyncpg.Record] = await conn.fetch(
+        """SELECT DISTINCT ON (m.sender_id) m.id AS message_id, i.remote_message_id AS remote_id,
+                  p.id AS peer_id, p.did, p.endpoint
+           FROM messages m
+           JOIN peer_agents p ON p.id = m.sender_id
+           JOIN federation_inbox i ON i.message_id = m.id AND i.origin_did = p.did
+           WHERE m.conversation_id = $1 AND m.sender_type = 'peer_agent' AND m.id <= $2
+             AND m.deleted_at IS NULL AND p.endpoint IS NOT NULL
+           ORDER BY m.sender_id, m.id DESC""",
+        conversation_id,
+        up_to,
+    )
+    return records
+
+
 async def get_remote_id(
     conn: asyncpg.Connection, *, message_id: str, origin_did: str
 ) -> str | None:

@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import httpx
 
+from a2a.confer import absolute_file_urls
 from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy
 from did.resolver import parse_json_object
@@ -247,7 +248,13 @@ class DeliveryWorker:
     def _request(self, row: store.OutboxRow) -> httpx.Request:
         """The signed ``SendMessage`` POST for ``row`` (RFC 9421 over its real URL)."""
         body = json.dumps(
-            {"jsonrpc": "2.0", "id": row.id, "method": "SendMessage", "params": row.payload_json},
+            {
+                "jsonrpc": "2.0",
+                "id": row.id,
+                "method": "SendMessage",
+                # a file part's path-only URL is on our public origin
+                "params": absolute_file_urls(row.payload_json, self._identity.public_url),
+            },
             separators=(",", ":"),
         ).encode()
         headers = {

@@ -84,11 +84,12 @@ async def test_every_content_type_arrives_as_it_was_sent(pair) -> None:
         assert theirs["sender_did"] == alice.did
         for field in FIELDS:
             assert theirs[field] == mine[field], (field, mine, theirs)
-    # the file's metadata as sent; the bytes stay on A, and the text says so
+    # the file's metadata as sent, naming B's own copy of the file (test_federated_files)
     file_message = received[-2]
-    assert file_message["content_type"] == "file"
-    assert file_message["content_json"] == file_json
-    assert "report.pdf" in file_message["content"] and "not fetched" in file_message["content"]
+    assert file_message["content_type"] == "file" and file_message["content"] is None
+    copy = file_message["content_json"]
+    assert {**copy, "attachment_id": file_json["attachment_id"]} == file_json
+    assert copy["attachment_id"] != file_json["attachment_id"]
     # a reply names B's own copy of the message it answers, and threads there
     reply = received[-1]
     assert reply["in_reply_to"] == received[1]["id"] and reply["thread_root"] == received[1]["id"]

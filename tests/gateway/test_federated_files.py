@@ -1,0 +1,158 @@
+"""A file crosses instances: B fetches it from A with a signed GET, checks its SHA-256, stores it
+and serves it to its own participants; nobody else may fetch it from A, and a delete on A
+removes it on B. Two Confer instances on loopback, and a fake third peer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a.signatures import FETCH_COMPONENTS, sign_request
+from gateway.storage import attachment_storage
+from tests.gateway.fakepeer import run_fake_peer
+from tests.gateway.harness import Instance, User, next_event, run_instance
+
+PAYLOAD = bytes(range(256)) * 300  # 76,800 bytes, every byte value
+
+
+@pytest.fixture
+async def pair(make_database) -> AsyncIterator[tuple[Instance, Instance]]:
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as b,
+    ):
+        yield a, b
+
+
+async def _upload(user: User, data: bytes = PAYLOAD) -> dict[str, Any]:
+    response = await user.request(
+        "POST", "/v1/attachments", files={"file": ("scan.bin", data, "application/x-scan")}
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def _send_file(user: User, cid: str, upload: dict[str, Any]) -> dict[str, Any]:
+    body = {
+        "content_type": "file",
+        "content_json": {
+            "attachment_id": upload["id"],
+            "filename": "scan.bin",
+            "mime_type": "application/x-scan",
+            "size_bytes": upload["size_bytes"],
+        },
+    }
+    response = await user.request("POST", f"/v1/conversations/{cid}/messages", json=body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def _download_when_settled(user: User, attachment_id: str) -> httpx.Response:
+    """The download once the file is no longer pending (generous deadline: a loaded machine)."""
+    deadline = time.monotonic() + 60
+    while True:
+        response = await user.request("GET", f"/v1/attachments/{attachment_id}")
+        pending = response.status_code == 409 and response.json()["code"] == "attachment_pending"
+        if not pending or time.monotonic() > deadline:
+            return response
+        await asyncio.sleep(0.2)
+
+
+async def test_a_file_arrives_intact_only_for_the_receiving_instance(pair) -> None:
+    a, b = pair
+    alice = await a.register("alice")
+    bob = await b.register("bob")
+    carol = await b.register("carol")
+    cid = (await alice.direct_with(bob.did))["id"]
+    upload = await _upload(alice)
+    async with bob.websocket() as ws:
+        await _send_file(alice, cid, upload)
+        received = (await next_event(ws, "message.created", 30))["data"]
+
+    assert received["content_type"] == "file" and received["content"] is None
+    copy_id = received["content_json"]["attachment_id"]
+    assert copy_id != upload["id"]  # B's own attachment, not a pointer to A's
+    response = await _download_when_settled(bob, copy_id)
+    assert response.status_code == 200, response.text
+    assert response.content == PAYLOAD
+    assert response.headers["digest-sha256"] == upload["sha256"]
+    # served to B's participants only
+    assert (await carol.request("GET", f"/v1/attachments/{copy_id}")).status_code == 404
+
+    url = f"{a.base_url}/federation/attachments/{upload['id']}"
+    async with httpx.AsyncClient() as client:
+        unsigned = await client.get(url)
+        assert unsigned.status_code == 401, unsigned.text
+        async with run_fake_peer() as mallory:  # a third instance, correctly signed
+            created = int(time.time())
+            headers = sign_request(
+                method="GET",
+                url=url,
+                headers={},
+                body=b"",
+                private_key=mallory.key,
+                keyid=mallory.keyid,
+                created=created,
+                expires=created + 60,
+                nonce=uuid.uuid4().hex,
+                components=FETCH_COMPONENTS,
+            )
+            stranger = await client.get(url, headers=headers)
+        assert stranger.status_code == 403, stranger.text
+        assert stranger.json()["code"] == "attachment_forbidden"
+
+    async with b.state.pool.acquire() as conn:
+        stored = await conn.fetchval("SELECT storage_url FROM attachments WHERE id = $1", copy_id)
+    blob = attachment_storage(b.settings)._path(stored)
+    assert blob.exists()
+
+    sent = await alice.request("GET", f"/v1/conversations/{cid}/messages")
+    message_id = next(m["id"] for m in sent.json()["items"] if m["content_type"] == "file")
+    async with bob.websocket() as ws:
+        deleted = await alice.request("DELETE", f"/v1/conversations/{cid}/messages/{message_id}")
+        assert deleted.status_code == 204, deleted.text
+        await next_event(ws, "message.deleted", 30)
+    assert (await bob.request("GET", f"/v1/attachments/{copy_id}")).status_code == 404
+    for _ in range(50):  # the bytes go once the delete has committed
+        if not blob.exists():
+            break
+        await asyncio.sleep(0.1)
+    assert not blob.exists()
+    assert (await alice.request("GET", f"/v1/attachments/{upload['id']}")).status_code == 404
+
+
+async def test_a_file_whose_hash_does_not_match_is_refused(pair) -> None:
+    a, b = pair
+    alice = await a.register("alice")
+    bob = await b.register("bob")
+    cid = (await alice.direct_with(bob.did))["id"]
+    upload = await _upload(alice)
+    async with a.state.pool.acquire() as conn:  # A declares a hash the bytes do not have
+        await conn.execute(
+            "UPDATE attachments SET sha256 = $2 WHERE id = $1", upload["id"], "0" * 64
+        )
+    async with bob.websocket() as ws:
+        await _send_file(alice, cid, upload)
+        received = (await next_event(ws, "message.created", 30))["data"]
+
+    copy_id = received["content_json"]["attachment_id"]
+    response = await _download_when_settled(bob, copy_id)
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "attachment_unavailable"
+    assert "SHA-256" in response.json()["detail"]
+    async with b.state.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            """SELECT a.storage_url, f.state FROM attachments a
+               JOIN attachment_fetches f ON f.attachment_id = a.id WHERE a.id = $1""",
+            copy_id,
+        )
+    assert row["state"] == "failed" and row["storage_url"] == ""  # no bytes kept
+    # the message itself is kept
+    page = await bob.request("GET", f"/v1/conversations/{received['conversation_id']}/messages")
+    assert any(m["id"] == received["id"] for m in page.json()["items"])
