@@ -47,6 +47,7 @@ from models.api import (
     ConversationPublic,
     MembershipPublic,
     MessageCreate,
+    MessagePosted,
     ParticipantPublic,
 )
 
@@ -277,8 +278,9 @@ async def post_message(
     data: MessageCreate,
     *,
     idempotency_key: str | None = None,
-) -> Message:
-    """Store a message from ``user``, queue it for remote participants, push it to devices.
+) -> MessagePosted:
+    """Store a message from ``user``, queue it for remote participants, push it to devices;
+    returns it with its current ``version`` (what a ``PATCH`` names).
 
     With ``idempotency_key``, a retry with the same body returns the first message and stores
     nothing (IdempotencyKeyReusedError, 422, for a different body under the same key).
@@ -287,9 +289,11 @@ async def post_message(
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
     async with transaction(pool) as tx:
-        return await store_user_message(
+        message = await store_user_message(
             tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key
         )
+        version = await change_store.current_version(tx.conn, message_id=message.id)
+    return MessagePosted(**message.model_dump(), version=version)
 
 
 async def store_user_message(
