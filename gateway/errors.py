@@ -73,6 +73,7 @@ The hierarchy (wire code in brackets)::
       ServiceUnavailableError [service_unavailable]
       TranslationFailedError [translation_failed]
       NothingToTranslateError [nothing_to_translate]
+      PublicURLChangedError [public_url_changed]  (start-up only: the gateway refuses to start)
 """
 
 from __future__ import annotations
@@ -395,3 +396,10 @@ class TranslationFailedError(ConferError):
 
 class NothingToTranslateError(ConferError):
     code, title = "nothing_to_translate", "The message has no text to translate"
+
+
+class PublicURLChangedError(ConferError):
+    """``CONFER_PUBLIC_URL`` gives another instance DID than the stored users': every stored
+    did:web DID would be wrong (did:web §3.1), so the gateway refuses to start."""
+
+    code, title = "public_url_changed", "The public URL changed"
