@@ -15,6 +15,7 @@ The hierarchy (wire code in brackets)::
         IdempotencyKeyReusedError [idempotency_key_reused]
         UsernameInvalidError [validation_failed]
         FieldInvalidError [validation_failed]
+        GroupTooLargeError [group_too_large]
       PayloadTooLargeError [payload_too_large]
       AuthenticationError [unauthorized]
         InvalidCredentialsError [invalid_credentials]
@@ -110,6 +111,13 @@ class MalformedJSONError(BadRequestError):
 
 class ValidationFailedError(ConferError):
     code, title = "validation_failed", "The request is not valid"
+
+
+class GroupTooLargeError(ValidationFailedError):
+    """A group beyond ``CONFER_MAX_GROUP_MEMBERS``, or one request naming more remote DIDs of
+    one host than it may fetch (every remote DID is a DID document fetch)."""
+
+    code, title = "group_too_large", "The group has too many participants"
 
 
 class PayloadTooLargeError(ConferError):

@@ -38,7 +38,13 @@ async def create_conversation(
     """Find or create the direct conversation with a local or remote DID, or create a group."""
     if data.type == "group":
         return await participants.create_group(
-            state.pool, state.hub, state.identity, state.peers, current.user, data
+            state.pool,
+            state.hub,
+            state.identity,
+            state.peers,
+            current.user,
+            data,
+            max_members=state.settings.max_group_members,
         )
     conversation, created = await service.create_direct_conversation(
         state.pool, state.identity, state.peers, current.user, data
