@@ -7,7 +7,9 @@ Syntax (did:web §3.1, DID Core §3.1): ``did:web:<host>[%3A<port>][:<segment>]*
   at least two labels, never an IP literal (the spec: the name MUST NOT be an IP address). The one
   exception is the single-label host ``localhost``, accepted in both directions so that local
   development instances (``http://localhost:8001``) have DIDs; whether its address may actually be
-  fetched is the resolver's decision (``allow_private_networks``), not this module's;
+  fetched is the resolver's decision (``allow_private_networks``), not this module's. Host names
+  are case-insensitive (RFC 4343): ``LOCALHOST`` is ``localhost``, and the document URL uses the
+  host in lower case;
 - ``%3A<port>`` (1–65535, no leading zero) is the only percent-escape allowed in the host part;
 - each ``:<segment>`` is non-empty and made of DID Core ``idchar`` (``A-Z a-z 0-9 . - _`` and
   ``%XX``), must not be a dot segment (``.``/``..``, also escaped) and must not escape ``/``,
@@ -141,7 +143,7 @@ def _parse_did(did: str) -> _WebDID:
     host, port = _parse_host_part(host_part, did)
     for segment in path:
         _check_segment(segment, did)
-    return _WebDID(host=host, port=port, path=tuple(path))
+    return _WebDID(host=host.lower(), port=port, path=tuple(path))
 
 
 def _parse_host_part(host_part: str, source: str) -> tuple[str, int | None]:
@@ -164,13 +166,16 @@ def _check_host(host: str, source: str) -> None:
         raise InvalidDIDError(f"no host: {source!r}")
     if "%" in host:
         raise InvalidDIDError(f"only %3A (port) may be percent-encoded in the host: {source!r}")
-    if host == LOCALHOST:
+    if host.lower() == LOCALHOST:  # DNS names are case-insensitive (RFC 4343)
         return
     labels = host.split(".")
     if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
         raise InvalidDIDError(f"host is not a valid DNS name: {source!r}")
     if len(labels) < 2:
-        raise InvalidDIDError(f"host must be a fully qualified domain name: {source!r}")
+        raise InvalidDIDError(
+            f"host must be a fully qualified domain name (two labels or more) or localhost: "
+            f"{source!r}"
+        )
     if labels[-1].isdigit():
         # No top-level domain is numeric, so this is an IPv4 literal (or a look-alike).
         raise InvalidDIDError(f"host must not be an IP address: {source!r}")

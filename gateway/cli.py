@@ -16,14 +16,13 @@ from gateway import cli_concepts, cli_memory, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
-from gateway.errors import ConferError, NotFoundError
+from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
 from gateway.services import keys as keys_service
 from gateway.services.admin_bootstrap import ensure_admin, set_password
 from gateway.services.encryption import Keyring, generate_key_entry
 from gateway.services.identity import (
     Identity,
-    PublicURLChangedError,
     check_public_url,
     load_identity,
 )
@@ -64,10 +63,41 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         "ws_max_size": settings.max_body_bytes,
         **uvicorn_options,
     }
-    config = uvicorn.Config(create_app(settings), **options)  # configures logging
-    configure_logging(settings.log_format, settings.log_level)
+    config = uvicorn.Config(_RefusalAsSentence(create_app(settings)), **options)
+    configure_logging(settings.log_format, settings.log_level)  # after Config, which sets its own
+    server = uvicorn.Server(config)
     with queued_access_log(settings.access_log, settings.access_log_sample_every):
-        uvicorn.Server(config).run()
+        server.run()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILED)
+
+
+STARTUP_FAILED = 3
+"""Exit status when the gateway did not start (uvicorn's own ``STARTUP_FAILURE``)."""
+
+
+class _RefusalAsSentence:
+    """ASGI wrapper: when start-up fails with a ConferError (a changed ``CONFER_PUBLIC_URL``,
+    stored keys the keyring cannot open), uvicorn is told its one sentence instead of the
+    traceback Starlette formats (ASGI lifespan ``lifespan.startup.failed``, ``message``); any
+    other failure keeps its traceback."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_refusal(message: Any) -> None:
+            # Starlette sends startup.failed inside its ``except`` block: the error is current
+            failure = sys.exc_info()[1]
+            if message["type"] == "lifespan.startup.failed" and isinstance(failure, ConferError):
+                message = {**message, "message": f"refusing to start: {failure.detail}"}
+            await send(message)
+
+        await self.app(scope, receive, send_refusal)
 
 
 @app.command()

@@ -197,8 +197,10 @@ async def run_demo(
 
 
 async def default_databases(admin_url: str | None, data_dir: Any) -> tuple[str, str]:
-    """Two demo databases on ``admin_url`` or on the embedded server under ``data_dir``."""
-    admin = admin_url or embedded_postgres_url(data_dir / "pg")
+    """Two demo databases on ``admin_url`` or on the embedded server under ``data_dir`` (started
+    for the demo and stopped when it exits, unless it was already running)."""
+    # an embedded server the demo starts stops when the demo exits
+    admin = admin_url or embedded_postgres_url(data_dir / "pg", stop_at_exit=True)
     return (
         await fresh_database(admin, "confer_demo_a"),
         await fresh_database(admin, "confer_demo_b"),

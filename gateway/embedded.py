@@ -14,12 +14,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 _servers: dict[Path, object] = {}
 
 
-def embedded_postgres_url(data_dir: Path) -> str:
+def embedded_postgres_url(data_dir: Path, *, stop_at_exit: bool = False) -> str:
     """Start (or reuse) the embedded PostgreSQL under ``data_dir``; return its URL.
 
     The server keeps running after this process exits, so a later start reuses it at once; the
-    URL addresses it over a Unix socket in ``data_dir``. Raises ``RuntimeError`` from pgserver
-    when the server cannot start (for instance a data folder made by another PostgreSQL version).
+    URL addresses it over a Unix socket in ``data_dir``. With ``stop_at_exit`` (``confer demo``)
+    a server this call starts is stopped when the process exits (one that was already running
+    is left alone). Raises ``RuntimeError`` from pgserver when the server cannot start (for
+    instance a data folder made by another PostgreSQL version).
     """
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -28,11 +30,16 @@ def embedded_postgres_url(data_dir: Path) -> str:
         runtime = Path(tempfile.gettempdir()) / f"confer-runtime-{os.getuid()}"
         runtime.mkdir(mode=0o700, exist_ok=True)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    from pgserver.postgres_server import get_server  # lazily: only the embedded mode needs it
+    # lazily: only the embedded mode needs pgserver
+    from pgserver.postgres_server import get_server
+    from pgserver.utils import PostmasterInfo
 
     server = _servers.get(data_dir)
     if server is None:
-        server = get_server(data_dir, cleanup_mode=None)
+        running = PostmasterInfo.read_from_pgdata(data_dir)
+        already = running is not None and running.is_running()
+        # "stop": pgserver stops the server at exit once no other process holds a handle
+        server = get_server(data_dir, cleanup_mode="stop" if stop_at_exit and not already else None)
         _servers[data_dir] = server
     return str(server.get_uri())  # type: ignore[attr-defined]
 

@@ -15,6 +15,7 @@ The hierarchy (wire code in brackets)::
         IdempotencyKeyReusedError [idempotency_key_reused]
         UsernameInvalidError [validation_failed]
         FieldInvalidError [validation_failed]
+        GroupTooLargeError [group_too_large]
       PayloadTooLargeError [payload_too_large]
       AuthenticationError [unauthorized]
         InvalidCredentialsError [invalid_credentials]
@@ -78,6 +79,7 @@ The hierarchy (wire code in brackets)::
         DatabaseBusyError [database_busy]
       TranslationFailedError [translation_failed]
       NothingToTranslateError [nothing_to_translate]
+      PublicURLChangedError [public_url_changed]  (start-up only: the gateway refuses to start)
 """
 
 from __future__ import annotations
@@ -114,6 +116,13 @@ class MalformedJSONError(BadRequestError):
 
 class ValidationFailedError(ConferError):
     code, title = "validation_failed", "The request is not valid"
+
+
+class GroupTooLargeError(ValidationFailedError):
+    """A group beyond ``CONFER_MAX_GROUP_MEMBERS``, or one request naming more remote DIDs of
+    one host than it may fetch (every remote DID is a DID document fetch)."""
+
+    code, title = "group_too_large", "The group has too many participants"
 
 
 class PayloadTooLargeError(ConferError):
@@ -435,3 +444,10 @@ class NothingToTranslateError(ConferError):
 
 class NotGroupMemberError(ForbiddenError):
     code, title = "not_group_member", "The sender is not a member of that group"
+
+
+class PublicURLChangedError(ConferError):
+    """``CONFER_PUBLIC_URL`` gives another instance DID than the stored users': every stored
+    did:web DID would be wrong (did:web §3.1), so the gateway refuses to start."""
+
+    code, title = "public_url_changed", "The public URL changed"

@@ -131,8 +131,12 @@ def problem_for(exc: e.ConferError, instance: str) -> JSONResponse:
     """The problem details response for ``exc`` at path ``instance``, with its headers
     (``Retry-After`` of a :class:`~gateway.errors.RateLimitedError`)."""
     status = wire_for(exc).status
-    if status >= 500:
+    if status == 500:
         log.error("internal error on %s: %s", instance, exc.detail)
+    elif status > 500:
+        # a known condition with its own code (encryption not configured, a service down):
+        # worth an operator's attention, but not a fault of ours
+        log.warning("%s on %s: %s", exc.wire_code, instance, exc.detail)
     response = problem(status, exc.wire_code, exc.title, exc.detail, instance, **exc.extra)
     response.headers.update(getattr(exc, "headers", None) or {})
     return _unauthorized(response, instance)

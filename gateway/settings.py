@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
+    max_group_members: int = Field(
+        default=256,
+        ge=2,
+        description="Most participants a group may have, its creator included (422 beyond).",
+    )
 
     signature_window_seconds: int = Field(default=60, gt=0)
     signature_max_age_seconds: int = Field(default=300, gt=0)

@@ -298,6 +298,14 @@ class MessageCreate(ConferModel):
     via: Literal["web", "mobile", "api", "claude-code"] | None = "api"
 
 
+class MessagePosted(Message):
+    """``POST …/messages``: the stored :class:`~models.messages.Message` and its current
+    ``version``, the one a ``PATCH`` names (1 for a new message; an idempotent retry after an
+    edit returns the edited message's version)."""
+
+    version: int = Field(ge=1)
+
+
 class MessageUpdate(ConferModel):
     """``PATCH …/messages/{id}``: new content for the caller's own message.
 

@@ -7,6 +7,7 @@ Source: the data model spec ("Confer — Modelo de datos"): "all identifiers are
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -16,6 +17,7 @@ from pydantic import (
     ConfigDict,
     JsonValue,
     StringConstraints,
+    TypeAdapter,
 )
 
 Ulid = Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
@@ -23,6 +25,15 @@ Ulid = Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
 
 Timestamp = AwareDatetime
 """A ``TIMESTAMPTZ``: a datetime with a time zone (naive datetimes are rejected)."""
+
+_TIMESTAMP = TypeAdapter(AwareDatetime)
+
+
+def wire_timestamp(value: datetime) -> str:
+    """``value`` as every model writes a :data:`Timestamp` in JSON: RFC 3339 with ``Z`` for
+    UTC (``2026-11-30T06:38:24.123456Z``), not ``datetime.isoformat``'s ``+00:00``. For event
+    bodies built by hand."""
+    return str(_TIMESTAMP.dump_python(value, mode="json"))
 
 
 MAX_JSON_DEPTH = 32

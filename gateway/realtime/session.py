@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import WebSocket
+from fastapi import WebSocket, WebSocketDisconnect
 
 from did.resolver import json_nesting_exceeds
 from gateway.realtime.hub import EventHub
@@ -53,6 +53,19 @@ def parse_frame(raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return frame if isinstance(frame, dict) else None
+
+
+async def receive_text_frame(websocket: WebSocket) -> str | None:
+    """The next client message's text, or None for a binary frame (RFC 6455 §5.6).
+
+    Raises WebSocketDisconnect when the client left. Starlette's ``receive_text`` raises
+    KeyError on a binary frame, which would drop the socket without a close frame.
+    """
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+    text = message.get("text")
+    return text if isinstance(text, str) else None
 
 
 @dataclass(frozen=True)
@@ -182,9 +195,9 @@ class EventSession:
 
     async def _read(self, subscriber: Subscriber) -> None:
         while True:
-            raw = await self.websocket.receive_text()
+            raw = await receive_text_frame(self.websocket)
             self.last_seen = time.monotonic()
-            frame = parse_frame(raw)
+            frame = parse_frame(raw) if raw is not None else None
             kind = frame.get("type") if frame is not None else None
             if kind == "ping":
                 subscriber.offer(control_frame("pong"))

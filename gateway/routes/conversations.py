@@ -13,12 +13,12 @@ from gateway.routes import problems
 from gateway.services import conversations as service
 from gateway.services import participants
 from gateway.services.unread import cache_of
-from models import Message
 from models.api import (
     ConversationCreate,
     ConversationPublic,
     MessageCreate,
     MessagePage,
+    MessagePosted,
 )
 
 router = APIRouter(tags=["conversations"])
@@ -38,7 +38,13 @@ async def create_conversation(
     """Find or create the direct conversation with a local or remote DID, or create a group."""
     if data.type == "group":
         return await participants.create_group(
-            state.pool, state.hub, state.identity, state.peers, current.user, data
+            state.pool,
+            state.hub,
+            state.identity,
+            state.peers,
+            current.user,
+            data,
+            max_members=state.settings.max_group_members,
         )
     conversation, created = await service.create_direct_conversation(
         state.pool, state.identity, state.peers, current.user, data
@@ -93,8 +99,9 @@ async def post_message(
             description="Retries with the same key and body return the same message.",
         ),
     ] = None,
-) -> Message:
-    """Store a message, push it to every participant's devices, and queue it for peers."""
+) -> MessagePosted:
+    """Store a message, push it to every participant's devices, and queue it for peers;
+    returns it with its ``version`` (what a ``PATCH`` names)."""
     return await service.post_message(
         state.pool,
         state.hub,

@@ -24,7 +24,14 @@ from gateway.errors import ConferError
 from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
-from gateway.realtime.session import EventSession, Resume, SessionLimits, parse_frame
+from gateway.realtime.session import (
+    CLOSE_UNSUPPORTED,
+    EventSession,
+    Resume,
+    SessionLimits,
+    parse_frame,
+    receive_text_frame,
+)
 from gateway.services import presence
 from gateway.services.accounts import Accounts, Authenticated
 from gateway.services.typing import handle_client_frame
@@ -56,37 +63,58 @@ def origin_allowed(origin: str | None, public_url: str, allowed: list[str]) -> b
     return origin.lower().rstrip("/") in origins
 
 
+class MalformedResume(ValueError):
+    """A resume position whose ``offset`` is not a non-negative integer (closes with 1003)."""
+
+
 def _resume_from(values: Any) -> Resume | None:
-    """A Resume from a mapping with ``epoch`` and ``offset``; None when absent or malformed."""
+    """A Resume from a mapping with ``epoch`` and ``offset``; None when either is absent.
+
+    ``offset`` must be a non-negative integer: a JSON integer in the ``auth`` frame or a string
+    of decimal digits in the query. Anything else (``-5``, ``"abc"``, ``1.5``, ``1e400``,
+    ``-Infinity``, ``true``) raises MalformedResume: resuming from a position the client cannot
+    have been given is a protocol error, not a fresh start (docs/websocket.md, "Resuming").
+    """
     epoch, offset = values.get("epoch"), values.get("offset")
     if not isinstance(epoch, str) or not epoch or offset is None:
         return None
-    try:
+    if isinstance(offset, int) and not isinstance(offset, bool):
+        number = offset
+    elif isinstance(offset, str) and offset.isascii() and offset.isdigit():
         number = int(offset)
-    except (TypeError, ValueError):
-        return None
-    return Resume(epoch, number) if number >= 0 else None
+    else:
+        raise MalformedResume("offset must be a non-negative integer")
+    if number < 0:
+        raise MalformedResume("offset must be a non-negative integer")
+    return Resume(epoch, number)
 
 
 async def _first_frame_auth(
     websocket: WebSocket, accounts: Accounts
-) -> tuple[Authenticated, Resume | None] | None:
+) -> tuple[Authenticated, dict[str, Any]] | None:
+    """The user of a valid ``auth`` first frame and the frame itself; None otherwise."""
     try:
-        frame = parse_frame(await asyncio.wait_for(websocket.receive_text(), AUTH_TIMEOUT))
+        raw = await asyncio.wait_for(receive_text_frame(websocket), AUTH_TIMEOUT)
     except (TimeoutError, WebSocketDisconnect):
         return None
+    frame = parse_frame(raw) if raw is not None else None
     if frame is None or frame.get("type") != "auth":
         return None
     try:
         auth = await accounts.authenticate(str(frame.get("token", "")))
     except ConferError:
         return None
-    return auth, _resume_from(frame)
+    return auth, frame
 
 
 async def _authenticate(
     websocket: WebSocket, accounts: Accounts
 ) -> tuple[Authenticated, Resume | None] | None:
+    """Authenticate and read the resume position; None once the socket has been closed.
+
+    A bad token closes with 4001 (before accept for a subprotocol token), a malformed resume
+    position with 1003.
+    """
     offered = websocket.scope.get("subprotocols", [])
     subprotocol = SUBPROTOCOL if SUBPROTOCOL in offered else None
     tokens = [p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)]
@@ -97,14 +125,20 @@ async def _authenticate(
             await websocket.close(code=CLOSE_UNAUTHENTICATED)
             return None
         await websocket.accept(subprotocol=subprotocol)
-        return auth, _resume_from(websocket.query_params)
-    await websocket.accept(subprotocol=subprotocol)
-    result = await _first_frame_auth(websocket, accounts)
-    if result is None:
-        await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="authentication failed")
+        frame: dict[str, Any] = {}
+    else:
+        await websocket.accept(subprotocol=subprotocol)
+        result = await _first_frame_auth(websocket, accounts)
+        if result is None:
+            await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="authentication failed")
+            return None
+        auth, frame = result
+    try:
+        resume = _resume_from(frame) or _resume_from(websocket.query_params)
+    except MalformedResume:
+        await websocket.close(code=CLOSE_UNSUPPORTED, reason="invalid resume offset")
         return None
-    auth, resume = result
-    return auth, resume or _resume_from(websocket.query_params)
+    return auth, resume
 
 
 @router.websocket("/v1/ws")

@@ -50,6 +50,7 @@ async def add_participant(
         current.user,
         checked_id(conversation_id),
         data,
+        max_members=state.settings.max_group_members,
     )
 
 

@@ -114,9 +114,19 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
     return recipient
 
 
+async def _check_task_reference(ctx: RpcContext, params: SendMessageParams) -> None:
+    """A ``message.taskId`` must name one of the caller's tasks: task ids are the server's,
+    a client only refers to an existing one (A2A 1.0 §3.4, ``Message.taskId``). Raises
+    TaskNotFoundError (-32001). Confer's own peers never set it: a consent answer names the
+    held task in ``metadata.confer.taskId``, not here."""
+    if params.message.taskId is not None:
+        await tasks_service.get_task(ctx.pool, ctx.caller.ref, params.message.taskId)
+
+
 async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bool]:
     """Store a new message (or return the first answer to a retried one)."""
     await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    await _check_task_reference(ctx, params)
     recipient = await _recipient(ctx, params)
     claim = ConferMetadata.of(params.message.metadata).conversation
     if claim is not None and ctx.peers is not None and ctx.caller.peer is not None:
@@ -154,6 +164,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         return {"task": task_json(task)}
     text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
     await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    await _check_task_reference(ctx, params)
     recipient = await _recipient(ctx, params)
     return await federated_changes.apply_change(
         ctx.caller,

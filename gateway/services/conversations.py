@@ -7,12 +7,14 @@ after commit the event is pushed to their devices.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+from collections.abc import Sequence
 
 import asyncpg
 
-from did.web import split_did_url
+from did.web import instance_did, split_did_url
 from gateway.agents.queue import TaskQueue
 from gateway.agents.worker import enqueue_for_message
 from gateway.db import Transaction, transaction
@@ -20,6 +22,7 @@ from gateway.errors import (
     AgentNotReachableError,
     ConversationArchivedError,
     ConversationNotFoundError,
+    GroupTooLargeError,
     IdempotencyKeyReusedError,
     MessageNotFoundError,
     ObserverCannotPostError,
@@ -47,6 +50,7 @@ from models.api import (
     ConversationPublic,
     MembershipPublic,
     MessageCreate,
+    MessagePosted,
     ParticipantPublic,
 )
 
@@ -84,6 +88,63 @@ async def resolve_participant(
         return ("peer_agent", peer.id)
     async with pool.acquire() as conn:
         return await _local_participant(conn, identity, did)
+
+
+RESOLVE_CONCURRENCY = 8
+"""Remote DIDs of one request resolved at the same time."""
+RESOLVE_CONCURRENCY_PER_HOST = 2
+"""Of those, at most this many fetches to one host at the same time."""
+MAX_DIDS_PER_HOST = 64
+"""Remote DIDs of one host one request may name: each may be a DID document fetch there, so a
+request cannot aim hundreds of fetches at one host."""
+
+
+async def resolve_participants(
+    pool: asyncpg.Pool, identity: Identity, peers: PeerDirectory, dids: Sequence[str]
+) -> list[ParticipantRef]:
+    """:func:`resolve_participant` for each of ``dids``, in their order: local ones one after
+    the other, remote ones :data:`RESOLVE_CONCURRENCY` at a time and at most
+    :data:`RESOLVE_CONCURRENCY_PER_HOST` per host (did:web §3.2: one fetch per DID).
+
+    Every DID is checked before anything is fetched. Raises InvalidDIDError, GroupTooLargeError
+    for more than :data:`MAX_DIDS_PER_HOST` remote DIDs of one host, and the first error of
+    :func:`resolve_participant` (the other resolutions are cancelled).
+    """
+    hosts: dict[str, list[int]] = {}
+    for index, did in enumerate(dids):
+        split_did_url(did)
+        if identity.local_subject(did) is None:
+            hosts.setdefault(instance_did(did).lower(), []).append(index)
+    for host, indexes in hosts.items():
+        if len(indexes) > MAX_DIDS_PER_HOST:
+            raise GroupTooLargeError(
+                f"{len(indexes)} DIDs of {host}: one request may name at most "
+                f"{MAX_DIDS_PER_HOST} of one host"
+            )
+    refs: dict[int, ParticipantRef] = {}
+    overall = asyncio.Semaphore(RESOLVE_CONCURRENCY)
+    per_host = {host: asyncio.Semaphore(RESOLVE_CONCURRENCY_PER_HOST) for host in hosts}
+
+    async def remote(host: str, index: int) -> None:
+        async with per_host[host], overall:
+            refs[index] = ("peer_agent", (await peers.resolve(dids[index])).id)
+
+    tasks = [
+        asyncio.create_task(remote(host, index))
+        for host, indexes in hosts.items()
+        for index in indexes
+    ]
+    try:
+        async with pool.acquire() as conn:
+            for index, did in enumerate(dids):
+                if identity.local_subject(did) is not None:
+                    refs[index] = await _local_participant(conn, identity, did)
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return [refs[index] for index in range(len(dids))]
 
 
 async def check_agent_reachable(conn: asyncpg.Connection, user: User, ref: ParticipantRef) -> None:
@@ -277,8 +338,9 @@ async def post_message(
     data: MessageCreate,
     *,
     idempotency_key: str | None = None,
-) -> Message:
-    """Store a message from ``user``, queue it for remote participants, push it to devices.
+) -> MessagePosted:
+    """Store a message from ``user``, queue it for remote participants, push it to devices;
+    returns it with its current ``version`` (what a ``PATCH`` names).
 
     With ``idempotency_key``, a retry with the same body returns the first message and stores
     nothing (IdempotencyKeyReusedError, 422, for a different body under the same key).
@@ -287,9 +349,11 @@ async def post_message(
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
     async with transaction(pool) as tx:
-        return await store_user_message(
+        message = await store_user_message(
             tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key
         )
+        version = await change_store.current_version(tx.conn, message_id=message.id)
+    return MessagePosted(**message.model_dump(), version=version)
 
 
 async def store_user_message(

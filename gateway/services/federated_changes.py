@@ -45,6 +45,7 @@ from gateway.store import permissions as permissions_store
 from gateway.store import tasks as tasks_store
 from gateway.store.tasks import TaskRow
 from models import Message
+from models.base import wire_timestamp
 
 MESSAGE_EDITED = "message.edited"
 MESSAGE_DELETED = "message.deleted"
@@ -289,7 +290,7 @@ async def _delete(
     tombstone = {
         "id": message.id,
         "conversation_id": message.conversation_id,
-        "deleted_at": deleted_at.isoformat(),
+        "deleted_at": wire_timestamp(deleted_at),
     }
     users = await _local_users(conn, message.conversation_id)
     await change_store.scrub_events(

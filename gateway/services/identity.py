@@ -23,6 +23,7 @@ from a2a.auth import RequestSigner
 from a2a.signatures import DEFAULT_COMPONENTS
 from did.document import build_did_document
 from did.web import did_from_base_url
+from gateway.errors import PublicURLChangedError
 from gateway.ids import new_id
 from gateway.store import instance as instance_store
 from gateway.store import keys as keys_store
@@ -157,10 +158,6 @@ async def load_identity(
         token_key=_key(active_token),
         signature_window=signature_window,
     )
-
-
-class PublicURLChangedError(RuntimeError):
-    """The data was created under another public URL: every stored DID would be wrong."""
 
 
 async def check_public_url(pool: asyncpg.Pool, identity: Identity) -> None:

@@ -43,6 +43,7 @@ from models.api import (
     MessageVersionPublic,
     ReadCreate,
 )
+from models.base import wire_timestamp
 
 MESSAGE_EDITED = "message.edited"
 MESSAGE_DELETED = "message.deleted"
@@ -165,7 +166,7 @@ async def delete_message(
         tombstone: dict[str, Any] = {
             "id": message_id,
             "conversation_id": conversation_id,
-            "deleted_at": deleted_at.isoformat(),
+            "deleted_at": wire_timestamp(deleted_at),
         }
         users = await _local_users(conn, conversation_id)
         await change_store.scrub_events(
@@ -229,7 +230,7 @@ async def mark_read(
                 "conversation_id": conversation_id,
                 "user_id": user.id,
                 "message_id": data.message_id,
-                "last_read_at": read_at.isoformat(),
+                "last_read_at": wire_timestamp(read_at),
             }
             users = await _local_users(conn, conversation_id)
             await hub.append(tx, users, RECEIPT, receipt)

@@ -17,6 +17,7 @@ from gateway.db import Transaction, transaction
 from gateway.errors import (
     AlreadyParticipantError,
     ConversationNotFoundError,
+    GroupTooLargeError,
     NotAGroupError,
     NotConversationAdminError,
     ParticipantNotFoundError,
@@ -27,6 +28,7 @@ from gateway.services.conversations import (
     check_agent_reachable,
     conversation_public,
     resolve_participant,
+    resolve_participants,
 )
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
@@ -103,12 +105,24 @@ async def create_group(
     peers: PeerDirectory,
     user: User,
     data: ConversationCreate,
+    *,
+    max_members: int,
 ) -> ConversationPublic:
-    """Create a group with the caller as admin and ``participant_dids`` as members."""
+    """Create a group with the caller as admin and ``participant_dids`` as members.
+
+    Raises GroupTooLargeError (422) when the group would have more than ``max_members``
+    participants (the caller included), before any DID is resolved; remote DIDs are resolved
+    with bounded concurrency (:func:`~gateway.services.conversations.resolve_participants`).
+    """
     dids = list(dict.fromkeys(data.participant_dids))
     if user.did in dids:
         dids.remove(user.did)
-    refs = [await resolve_participant(pool, identity, peers, did) for did in dids]
+    if len(dids) + 1 > max_members:
+        raise GroupTooLargeError(
+            f"a group has at most {max_members} participants, you included; "
+            f"this one would have {len(dids) + 1}"
+        )
+    refs = await resolve_participants(pool, identity, peers, dids)
     async with transaction(pool) as tx:
         conn = tx.conn
         for ref in refs:
@@ -140,8 +154,11 @@ async def add_participant(
     user: User,
     conversation_id: str,
     data: ParticipantCreate,
+    *,
+    max_members: int,
 ) -> ConversationPublic:
-    """Add a user, agent or peer agent to a group (admins only)."""
+    """Add a user, agent or peer agent to a group (admins only); GroupTooLargeError (422) when
+    it already has ``max_members`` participants."""
     ref = await resolve_participant(pool, identity, peers, data.did)
     async with transaction(pool) as tx:
         conn = tx.conn
@@ -154,6 +171,9 @@ async def add_participant(
         await check_agent_reachable(conn, user, ref)
         if await conv_store.find_participant(conn, conversation_id=conversation_id, who=ref):
             raise AlreadyParticipantError(f"{data.did} already takes part")
+        members = await conv_store.list_participants(conn, conversation_id=conversation_id)
+        if len(members) >= max_members:
+            raise GroupTooLargeError(f"a group has at most {max_members} participants")
         row = await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=ref, role=data.role
         )

@@ -24,6 +24,9 @@ from did.web import (
         ("did:web:xn--bcher-kva.example", "https://xn--bcher-kva.example/.well-known/did.json"),
         ("did:web:example.com:a%20b:c_d.e-f", "https://example.com/a%20b/c_d.e-f/did.json"),
         ("did:web:localhost%3A8001", "https://localhost:8001/.well-known/did.json"),
+        # host names are case-insensitive (RFC 4343); the URL names the host in lower case
+        ("did:web:LOCALHOST%3A8001:users:a", "https://localhost:8001/users/a/did.json"),
+        ("did:web:Example.COM", "https://example.com/.well-known/did.json"),
     ],
 )
 def test_did_to_url_follows_the_spec_mapping(did: str, url: str) -> None:
@@ -196,3 +199,8 @@ def test_split_did_url_refuses_bad_input(did_url: str) -> None:
 def test_instance_did() -> None:
     assert instance_did("did:web:host.example%3A8001:users:alice") == "did:web:host.example%3A8001"
     assert instance_did("did:web:host.example") == "did:web:host.example"
+
+
+def test_a_single_label_host_is_refused_with_an_accurate_message() -> None:
+    with pytest.raises(InvalidDIDError, match=r"two labels or more\) or localhost"):
+        did_to_url("did:web:intranet%3A8001:users:alice")

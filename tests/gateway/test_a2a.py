@@ -230,6 +230,34 @@ async def test_tasks_are_private_to_their_caller(b: Instance, agent) -> None:
     assert listed["result"]["tasks"] == [] and listed["result"]["totalSize"] == 0
 
 
+async def test_a_message_naming_an_unknown_task_is_task_not_found(b: Instance, agent) -> None:
+    bob, agent_id, key = agent
+    path = f"/agents/{agent_id}/a2a"
+    mine = (await rpc(b, path, key, call("SendMessage", text_message("first"))))["result"]["task"]
+    other_key = await issue_key(bob, "second client")
+    for task_id, caller in (("no-such-task", key), (mine["id"], other_key)):
+        for method in ("SendMessage", "SendStreamingMessage"):
+            body = text_message("follow-up")
+            body["message"]["taskId"] = task_id
+            response = await b.client.post(
+                path,
+                json=call(method, body),
+                headers={**A2A, "Authorization": f"Bearer {caller}"},
+            )
+            if method == "SendMessage":
+                answer = response.json()
+            else:  # a streaming call that fails at once answers with one JSON-RPC error
+                answer = json.loads(response.text.removeprefix("data: ").strip() or response.text)
+            assert answer["error"]["code"] == -32001, (task_id, method, answer)
+    # nothing was stored for those calls
+    listed = await rpc(b, path, key, call("ListTasks", {}))
+    assert [t["id"] for t in listed["result"]["tasks"]] == [mine["id"]]
+    # naming the caller's own task is accepted
+    body = text_message("more")
+    body["message"]["taskId"] = mine["id"]
+    assert "result" in await rpc(b, path, key, call("SendMessage", body))
+
+
 async def test_list_tasks_pages_newest_first(b: Instance, agent) -> None:
     _, agent_id, key = agent
     path = f"/agents/{agent_id}/a2a"

@@ -6,7 +6,7 @@ import asyncio
 import subprocess
 import sys
 
-from tests.gateway.harness import Instance, run_instance
+from tests.gateway.harness import Instance, free_port, run_instance
 
 PASSWORD = "correct horse battery"
 
@@ -96,3 +96,26 @@ async def test_admin_set_password_refusals(database_url: str) -> None:
     assert unknown.returncode == 1 and "no user 'nobody'" in unknown.stderr
     short = await confer("admin", "set-password", "alice", database_url=database_url, stdin="x\n")
     assert short.returncode == 1 and "8 to 1024" in short.stderr
+
+
+async def test_serve_refuses_a_changed_public_url_in_one_sentence(database_url: str) -> None:
+    async with run_instance(database_url) as instance:
+        await instance.register("alice")
+    env = {
+        "CONFER_DATABASE_URL": database_url,
+        "CONFER_PUBLIC_URL": "https://moved.example",
+        "CONFER_PORT": str(free_port()),
+        "PATH": "/usr/bin:/bin",
+    }
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "gateway", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0, result.stderr
+    assert "users under another DID" in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) < 10, result.stderr

@@ -6,7 +6,8 @@ import pytest
 
 from did.document import parse_did_document
 from did.web import did_document_path
-from gateway.services.identity import PublicURLChangedError, check_public_url, load_identity
+from gateway.errors import PublicURLChangedError
+from gateway.services.identity import check_public_url, load_identity
 from tests.gateway.harness import run_instance
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -124,11 +125,19 @@ async def test_key_with_whitespace_is_422(instance: Instance) -> None:
     assert (await _put(alice, "openai", "sk bad")).status_code == 422
 
 
-async def test_without_encryption_keys_put_is_503(database_url: str) -> None:
+async def test_without_encryption_keys_put_is_503(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     async with run_instance(database_url) as bare:
         alice = await bare.register("alice")
-        response = await _put(alice, "openai")
+        with caplog.at_level(logging.INFO, logger="gateway.http_errors"):
+            response = await _put(alice, "openai")
     assert (response.status_code, response.json()["code"]) == (503, "encryption_not_configured")
+    # a known condition with its own code, not an internal error
+    logged = [r for r in caplog.records if r.name == "gateway.http_errors"]
+    assert [r.levelno for r in logged] == [logging.WARNING]
+    assert "internal error" not in logged[0].getMessage()
+    assert "encryption_not_configured" in logged[0].getMessage()
 
 
 async def test_rotation_reencrypts_everything_under_the_newest_key(

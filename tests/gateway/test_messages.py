@@ -352,3 +352,24 @@ async def test_delivered_at_is_set_when_a_recipient_device_received_it(instance:
                 break
             await asyncio.sleep(0.05)
         assert detail["delivered_at"] is not None
+
+
+async def test_event_timestamps_are_utc_with_z_and_post_returns_the_version(
+    instance: Instance,
+) -> None:
+    alice, bob, cid = await _pair(instance)
+    sent = (await _post(alice, cid, content="draft")).json()
+    assert sent["version"] == 1 and sent["created_at"].endswith("Z")
+    path = f"/v1/conversations/{cid}/messages/{sent['id']}"
+    edited = await alice.request(
+        "PATCH", path, json={"version": sent["version"], "content": "final"}
+    )
+    assert (edited.status_code, edited.json()["version"]) == (200, 2)
+    async with alice.websocket() as ws:
+        read = {"message_id": sent["id"]}
+        assert (await bob.request("POST", f"/v1/conversations/{cid}/read", json=read)).is_success
+        receipt = await next_event(ws, "receipt")
+        assert receipt["data"]["last_read_at"].endswith("Z")
+        assert (await alice.request("DELETE", path)).status_code == 204
+        tomb = await next_event(ws, "message.deleted")
+        assert tomb["data"]["deleted_at"].endswith("Z"), tomb

@@ -179,3 +179,57 @@ async def test_removed_user_gets_the_event_and_loses_live_events(instance: Insta
                 while True:
                     frame = json.loads(await ws.recv())
                     assert frame["type"] != "message.created"
+
+
+async def test_group_size_is_capped_before_anything_is_resolved(database_url: str) -> None:
+    async with run_instance(database_url, max_group_members=3) as capped:
+        alice = await capped.register("alice")
+        bob = await capped.register("bob")
+        carol = await capped.register("carol")
+        dave = await capped.register("dave")
+        too_many = await _create(
+            alice, type="group", name="g", participant_dids=[bob.did, carol.did, dave.did]
+        )
+        assert (too_many.status_code, too_many.json()["code"]) == (422, "group_too_large")
+        # the creator counts once, even when named
+        group = await _create(
+            alice, type="group", name="g", participant_dids=[alice.did, bob.did, carol.did]
+        )
+        assert group.status_code == 201, group.text
+        added = await alice.request(
+            "POST", f"/v1/conversations/{group.json()['id']}/participants", json={"did": dave.did}
+        )
+        assert (added.status_code, added.json()["code"]) == (422, "group_too_large")
+
+
+async def test_remote_dids_of_a_group_are_fetched_with_bounded_concurrency(
+    instance: Instance,
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from tests.gateway.harness import free_port, serve
+
+    seen = {"now": 0, "peak": 0, "total": 0}
+
+    async def did_document(request: Any) -> Response:
+        seen["now"] += 1
+        seen["total"] += 1
+        seen["peak"] = max(seen["peak"], seen["now"])
+        await asyncio.sleep(0.3)
+        seen["now"] -= 1
+        return Response(status_code=404)
+
+    port = free_port()
+    host = Starlette(routes=[Route("/users/{name}/did.json", did_document)])
+    alice = await instance.register("alice")
+    async with serve(host, port):
+        remote = [f"did:web:localhost%3A{port}:users:u{i}" for i in range(65)]
+        over_budget = await _create(alice, type="group", name="g", participant_dids=remote)
+        assert (over_budget.status_code, over_budget.json()["code"]) == (422, "group_too_large")
+        assert seen["total"] == 0  # refused before any fetch
+        refused = await _create(alice, type="group", name="g", participant_dids=remote[:10])
+        assert refused.status_code == 422, refused.text
+    # concurrent, but never more than two fetches at once to one host
+    assert seen["peak"] == 2, seen

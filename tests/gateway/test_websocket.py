@@ -307,3 +307,48 @@ async def test_presence_on_first_device_and_last_device(instance: Instance) -> N
     with pytest.raises(TimeoutError):
         await _frame(ws_bob, within=0.3, skip=("ping",))
     await ws_bob.close()
+
+
+@pytest.mark.parametrize("offset", ["1e400", "-Infinity", "-5", '"abc"', "1.5", "true"])
+async def test_a_malformed_resume_offset_in_the_auth_frame_closes_with_1003(
+    instance: Instance, offset: str
+) -> None:
+    bob = await instance.register("bob")
+    head = await instance.state.hub.head(bob.profile["id"])
+    async with websockets.connect(instance.ws_url, subprotocols=["confer.v1"]) as ws:  # type: ignore[list-item]
+        raw = '{"type": "auth", "token": "%s", "epoch": "%s", "offset": %s}'
+        await ws.send(raw % (bob.token, head.epoch, offset))
+        with pytest.raises(websockets.ConnectionClosed):
+            await _frame(ws)
+        assert ws.close_code == 1003
+
+
+@pytest.mark.parametrize("offset", ["-5", "abc", "1.5", "1e400"])
+async def test_a_malformed_resume_offset_in_the_query_closes_with_1003(
+    instance: Instance, offset: str
+) -> None:
+    bob = await instance.register("bob")
+    head = await instance.state.hub.head(bob.profile["id"])
+    ws = await _connect(bob, f"?epoch={head.epoch}&offset={offset}")
+    with pytest.raises(websockets.ConnectionClosed):
+        await _frame(ws)
+    assert ws.close_code == 1003
+
+
+async def test_a_binary_frame_closes_with_1003(instance: Instance) -> None:
+    bob = await instance.register("bob")
+    ws = await _connect(bob)
+    await _frame(ws)
+    await ws.send(b'{"type": "ping"}')
+    with pytest.raises(websockets.ConnectionClosed):
+        await _frame(ws)
+    assert ws.close_code == 1003
+
+
+async def test_a_binary_first_frame_closes_with_4001(instance: Instance) -> None:
+    bob = await instance.register("bob")
+    async with websockets.connect(instance.ws_url, subprotocols=["confer.v1"]) as ws:  # type: ignore[list-item]
+        await ws.send(json.dumps({"type": "auth", "token": bob.token}).encode())
+        with pytest.raises(websockets.ConnectionClosed):
+            await _frame(ws)
+        assert ws.close_code == 4001
