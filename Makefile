@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/fanout.py
+	$(BIN)/python bench/concepts.py
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate

@@ -2,7 +2,7 @@
 
 The semantic-memory spec promises that ``contested`` (one aggregate query per batch, never the
 subgraph) leaves search throughput alone; this measures it. A scratch database is created on
-CONFER_TEST_DATABASE_URL (a PostgreSQL admin DSN; default the local server), migrated, and
+CONFER_BENCH_DATABASE_URL (a PostgreSQL admin DSN; default the local server), migrated, and
 dropped afterwards. One Confer instance runs in this process; one user's main agent gets
 ``--concepts`` concepts (10 % archived, random words in names and descriptions, several domains
 and projects) and ``--relations`` relations among them (a fifth of them ``contradicts`` or
@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,8 +35,8 @@ import asyncpg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway import migrations  # noqa: E402
-from gateway.embedded import with_database  # noqa: E402
+from fanout import percentile, scratch_database  # noqa: E402  (bench/ is on the path)
+
 from gateway.ids import new_id  # noqa: E402
 from gateway.services import concepts as concept_service  # noqa: E402
 from gateway.services.concept_weight import fold  # noqa: E402
@@ -47,9 +44,6 @@ from gateway.store import concepts as concept_store  # noqa: E402
 from gateway.store import users as users_store  # noqa: E402
 from tests.gateway.harness import Instance, run_instance  # noqa: E402
 
-ADMIN_DSN = os.environ.get(
-    "CONFER_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 KINDS = ["depends_on", "refines", "related_to", "contradicts", "supersedes"]
 KIND_WEIGHTS = [40, 20, 20, 10, 10]
 TYPES = ["principle", "pattern", "event"]
@@ -57,25 +51,6 @@ SUFFIXES = ["", "ing", "er", "able", "less", "wise", "ful", "ism", "ity", "ward"
 SUFFIXES += [f"{c}x" for c in "abcdefghijklmnopqrstuvwxyz"]
 STEMS = ("cache", "queue", "retry", "schema", "token", "session", "index", "stream")
 VOCABULARY = [f"{a}{b}" for a in STEMS for b in SUFFIXES]  # 296 words, ~1/100 of names each
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-@asynccontextmanager
-async def scratch_database() -> AsyncIterator[str]:
-    name = f"confer_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(ADMIN_DSN, name)
-    try:
-        await asyncio.to_thread(migrations.upgrade, url)
-        yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 async def load_graph(
