@@ -92,15 +92,18 @@ class AttachmentFetcher:
 
     async def run(self) -> None:
         """Fetch until cancelled, woken by ``NOTIFY confer_attachment_fetch``."""
-        async with self._pool.acquire() as listener:
+        # Its own connection, outside the pool: a LISTEN for the life of the worker must not
+        # hold a slot that requests wait for.
+        listener = await self._pool.connect_direct()
+        try:
             await listener.add_listener(store.FETCH_CHANNEL, self.wake)
-            try:
-                while True:
-                    if not await self.run_once():
-                        await self._sleep()
-            finally:
-                with contextlib.suppress(Exception):
-                    await listener.remove_listener(store.FETCH_CHANNEL, self.wake)
+            while True:
+                if not await self.run_once():
+                    await self._sleep()
+        finally:
+            with contextlib.suppress(Exception):
+                await listener.remove_listener(store.FETCH_CHANNEL, self.wake)
+            await listener.close()
 
     async def run_once(self) -> bool:
         """Claim and attempt every due fetch; True when there were any."""
