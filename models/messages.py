@@ -108,6 +108,6 @@ class AttachmentRow(ConferModel):
     source_url: str | None = None
     origin_did: str | None = None
     fetch_state: str | None = None
-    fetch_attempts: int = 0
+    fetch_attempts: int | None = None
     fetch_next_at: Timestamp | None = None
     fetch_error: str | None = None

@@ -196,8 +196,8 @@ class AttachmentFetcher:
     async def _record(self, row: AttachmentRow, outcome: str, reason: str | None) -> None:
         if outcome == "fetched":
             next_at = None
-        elif outcome == "retry" and row.fetch_attempts + 1 < self._max_attempts:
-            delay = min(RETRY_CAP, RETRY_BASE * 2.0**row.fetch_attempts)
+        elif outcome == "retry" and (row.fetch_attempts or 0) + 1 < self._max_attempts:
+            delay = min(RETRY_CAP, RETRY_BASE * 2.0 ** (row.fetch_attempts or 0))
             next_at = self._clock.now() + timedelta(seconds=delay)
         else:
             outcome, next_at = "failed", None

@@ -220,6 +220,13 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
         "storage_url": "file:///srv/confer/attachments/notes.pdf",
         "sha256": "0" * 64,
         "created_at": NOW,
+        # a peer's file fetched to this instance (the joined attachment_fetches row)
+        "source_url": "https://a.example/federation/attachments/01HZX5V8K2M3N4P5Q6R7S8T9V0",
+        "origin_did": "did:web:a.example:users:alice",
+        "fetch_state": "fetched",
+        "fetch_attempts": 1,
+        "fetch_next_at": NOW,
+        "fetch_error": None,
     },
     models.AuditLogRow: {
         "id": ROW_ID,
