@@ -352,7 +352,11 @@ async def post_message(
         message = await store_user_message(
             tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key
         )
-        version = await change_store.current_version(tx.conn, message_id=message.id)
+        # A new message is at version 1; only an idempotent retry may return an earlier,
+        # since edited, message, so only then is the version looked up.
+        version = 1
+        if idempotency_key is not None:
+            version = await change_store.current_version(tx.conn, message_id=message.id)
     return MessagePosted(**message.model_dump(), version=version)
 
 

@@ -27,7 +27,13 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from a2a.confer import ConferChange, ConferMetadata, send_message_params
+from a2a.confer import (
+    ConferChange,
+    ConferConversation,
+    ConferFile,
+    ConferMetadata,
+    send_message_params,
+)
 from gateway.ids import new_id
 from gateway.services import groups
 from gateway.services.a2a_content import outbound_file, outbound_metadata, outbound_parts
@@ -116,6 +122,7 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     so peers that never got the message are not told.
     """
     destinations = await _destinations(conn, item)
+    shared = await _post_shared(conn, item, destinations[0]) if destinations else None
     for d in destinations:
         if isinstance(item, Receipt):
             assert d.message_id is not None
@@ -129,7 +136,7 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
             sender_did=d.sender_did,
             peer_id=d.peer_id,
             message_id=message_id,
-            payload=await _params(conn, item, d),
+            payload=await _params(conn, item, d, shared),
         )
     return len(destinations)
 
@@ -166,7 +173,35 @@ async def _destinations(conn: asyncpg.Connection, item: Item) -> list[_Destinati
     return [_Destination(p["peer_id"], p["endpoint"], sender, p["did"]) for p in peers]
 
 
-async def _params(conn: asyncpg.Connection, item: Item, d: _Destination) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _PostShared:
+    """What a post's payload carries to every destination alike, looked up once per post."""
+
+    group: ConferConversation | None
+    file_part: dict[str, Any] | None
+    file: ConferFile | None
+
+
+async def _post_shared(
+    conn: asyncpg.Connection, item: Item, first: _Destination
+) -> _PostShared | None:
+    """The group claim and the file part of a :class:`Post` (None for other items)."""
+    if not isinstance(item, Post):
+        return None
+    message = item.message
+    group = await groups.outbound_claim(
+        conn, conversation_id=message.conversation_id, sender_did=first.sender_did
+    )
+    carried = None
+    if message.content_type == "file":
+        attachment = await attachments_store.get_message_attachment(conn, message_id=message.id)
+        carried = outbound_file(attachment) if attachment is not None else None
+    return _PostShared(group, carried[0] if carried else None, carried[1] if carried else None)
+
+
+async def _params(
+    conn: asyncpg.Connection, item: Item, d: _Destination, shared: _PostShared | None
+) -> dict[str, Any]:
     if isinstance(item, Receipt):
         assert d.remote_id is not None
         return send_message_params(
@@ -193,19 +228,14 @@ async def _params(conn: asyncpg.Connection, item: Item, d: _Destination) -> dict
         )
     message = item.message
     context_id, in_reply_to = await _peer_terms(conn, item, d.recipient)
-    group = await groups.outbound_claim(
-        conn, conversation_id=message.conversation_id, sender_did=d.sender_did
-    )
+    assert shared is not None
+    group, file = shared.group, shared.file
     if group is not None:
         # A group message names the home's group, never a context learned elsewhere.
         context_id = group.id
-    parts, file = outbound_parts(message), None
-    if message.content_type == "file":
-        attachment = await attachments_store.get_message_attachment(conn, message_id=message.id)
-        carried = outbound_file(attachment) if attachment is not None else None
-        if carried is not None:
-            parts.append(carried[0])
-            file = carried[1]
+    parts = outbound_parts(message)
+    if shared.file_part is not None:
+        parts.append(shared.file_part)
     return send_message_params(
         message_id=message.id,
         context_id=context_id,
