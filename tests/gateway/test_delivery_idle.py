@@ -24,7 +24,11 @@ from tests.did.httpserver import LoopbackServer, respond, respond_json
 from tests.gateway.harness import Instance, run_instance
 
 WINDOW_SECONDS = 5.0
-MAX_COMMITS = 50  # a spinning worker commits thousands in the window
+# A spinning worker commits thousands in the window (9,553 and 14,644 measured before the fix).
+# The other workers (agent-task and consent sweeps, retention, concept decay) commit on their
+# own schedules; under a full CI run that was 91 in one window, so the bound sits well above
+# that and far below a spin.
+MAX_COMMITS = 300
 MAX_CPU_SECONDS = 1.0  # a spinning worker burns most of a core
 
 
