@@ -50,6 +50,7 @@ from gateway.routes import (
     me,
     memory,
     messages,
+    oauth,
     ops,
     participants,
     permissions,
@@ -65,6 +66,8 @@ from gateway.services.encryption import Keyring
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
+from gateway.services.oauth import AuthorizationServer
+from gateway.services.oauth_clients import ClientDirectory
 from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
@@ -143,13 +146,18 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             context = build_context_services(
                 pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
             )
+            accounts = Accounts(pool, identity, clock, settings)
+            clients = ClientDirectory(pool, http, policy, clock, settings)
             app.state.confer = AppState(
                 settings=settings,
                 clock=clock,
                 pool=pool,
                 http=http,
                 identity=identity,
-                accounts=Accounts(pool, identity, clock, settings),
+                accounts=accounts,
+                oauth=AuthorizationServer(
+                    pool, identity, clock, settings, accounts.sessions, clients
+                ),
                 peers=PeerDirectory(
                     pool,
                     resolver,
@@ -301,7 +309,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         methods=["GET", "POST", "DELETE"],
         include_in_schema=False,
     )
-    for module in (api_keys, cards, contacts, permissions, translations, ops):
+    for module in (api_keys, cards, contacts, permissions, translations, ops, oauth):
         app.include_router(module.router)
     web.install_web(app)
     return app

@@ -11,6 +11,7 @@ The hierarchy (wire code in brackets)::
     ConferError [internal_error]
       BadRequestError [bad_request]
         MalformedJSONError [malformed_json]
+        OAuthClientInvalidError [oauth_client_invalid]
       ValidationFailedError [validation_failed]
         IdempotencyKeyReusedError [idempotency_key_reused]
         UsernameInvalidError [validation_failed]
@@ -48,6 +49,7 @@ The hierarchy (wire code in brackets)::
         ConceptNotFoundError [concept_not_found]
         ProjectMemoryNotFoundError [project_memory_not_found]
         SessionNotFoundError [session_not_found]
+        OAuthRequestNotFoundError [oauth_request_not_found]
         LLMKeyNotFoundError [llm_key_not_found]
         ApiKeyNotFoundError [api_key_not_found]
         ContactNotFoundError [contact_not_found]
@@ -79,6 +81,7 @@ The hierarchy (wire code in brackets)::
         DatabaseBusyError [database_busy]
       TranslationFailedError [translation_failed]
       NothingToTranslateError [nothing_to_translate]
+      OAuthError [the RFC 6749 error: invalid_grant, invalid_target…]  (OAuth JSON, not RFC 9457)
       PublicURLChangedError [public_url_changed]  (start-up only: the gateway refuses to start)
 """
 
@@ -451,3 +454,31 @@ class PublicURLChangedError(ConferError):
     did:web DID would be wrong (did:web §3.1), so the gateway refuses to start."""
 
     code, title = "public_url_changed", "The public URL changed"
+
+
+class OAuthClientInvalidError(BadRequestError):
+    """An authorization request whose client or redirect URI cannot be trusted: the error is
+    shown to the user, never sent to the redirect URI (RFC 6749 §4.1.2.1)."""
+
+    code, title = "oauth_client_invalid", "Unknown OAuth client or redirect URI"
+
+
+class OAuthRequestNotFoundError(NotFoundError):
+    code, title = "oauth_request_not_found", "No such pending authorization request"
+
+
+class OAuthError(ConferError):
+    """An OAuth 2.0 protocol error at the token, registration or revocation endpoint.
+
+    ``error`` is the protocol's code (RFC 6749 §5.2 ``invalid_grant``, ``invalid_request``…,
+    RFC 8707 §2 ``invalid_target``, RFC 7591 §3.2.2 ``invalid_client_metadata``), answered as
+    ``{"error", "error_description"}`` JSON with ``status`` because OAuth clients read that shape.
+    """
+
+    code, title = "oauth_error", "OAuth request refused"
+
+    def __init__(self, error: str, detail: str, *, status: int = 400) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.status = status
+        self.wire_code = error

@@ -66,6 +66,7 @@ ERROR_MAPPING: dict[type[e.ConferError], Wire] = {
     e.DatabaseBusyError: Wire(503, WS_CLOSE_TRY_AGAIN_LATER),
     e.TranslationFailedError: Wire(502, WS_CLOSE_INTERNAL_ERROR),
     e.NothingToTranslateError: Wire(422),
+    e.OAuthError: Wire(400),
 }
 
 
@@ -145,6 +146,16 @@ def problem_for(exc: e.ConferError, instance: str) -> JSONResponse:
 async def _confer_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, e.ConferError)
     return problem_for(exc, request.url.path)
+
+
+async def _oauth_error(request: Request, exc: Exception) -> JSONResponse:
+    """RFC 6749 §5.2 error JSON (never cached, RFC 6749 §5.1)."""
+    assert isinstance(exc, e.OAuthError)
+    return JSONResponse(
+        {"error": exc.error, "error_description": exc.detail},
+        status_code=exc.status,
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 async def _a2a_error(request: Request, exc: Exception) -> JSONResponse:
@@ -251,6 +262,7 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     """Register the one mapping from exceptions to problem details on ``app``."""
     app.add_exception_handler(e.ConferError, _confer_error)
+    app.add_exception_handler(e.OAuthError, _oauth_error)
     app.add_exception_handler(A2AError, _a2a_error)
     app.add_exception_handler(DIDError, _did_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -93,6 +93,31 @@ class Settings(BaseSettings):
         description="Re-presenting the refresh token just rotated away within this many "
         "seconds returns the same new pair (two tabs refreshing at once); later it revokes.",
     )
+    oauth_access_token_ttl_seconds: int = Field(
+        default=900,
+        gt=0,
+        description="Lifetime of an OAuth access token for /mcp (MCP sign-in); its rotating "
+        "refresh token lives as long as a session (`session_ttl_seconds`).",
+    )
+    oauth_code_ttl_seconds: int = Field(
+        default=60, gt=0, description="Lifetime of an OAuth authorization code once approved."
+    )
+    oauth_consent_ttl_seconds: int = Field(
+        default=600, gt=0, description="How long an OAuth authorization request awaits consent."
+    )
+    oauth_client_cache_seconds: int = Field(
+        default=300,
+        ge=0,
+        description="How long a fetched OAuth client ID metadata document is reused.",
+    )
+    oauth_client_metadata_max_bytes: int = Field(
+        default=5120, gt=0, description="Largest client ID metadata document Confer reads."
+    )
+    oauth_allow_http_client_ids: bool = Field(
+        default=False,
+        description="Accept http:// client ID metadata document URLs (local development and "
+        "tests only; the MCP spec requires https).",
+    )
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
     max_group_members: int = Field(

@@ -17,6 +17,7 @@ from gateway.services.context import ContextServices
 from gateway.services.encryption import Keyring
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
+from gateway.services.oauth import AuthorizationServer
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
@@ -38,6 +39,7 @@ class AppState:
     context: ContextServices
     keyring: Keyring
     agent_queue: TaskQueue
+    oauth: AuthorizationServer
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None

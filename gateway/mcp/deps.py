@@ -39,6 +39,8 @@ class ToolDeps:
     task_events: TaskEvents
     search: SearchService
     embedder: Embedder
+    resource: str
+    """The endpoint's OAuth resource identifier (RFC 8707): OAuth tokens must name it."""
 
     @classmethod
     def of(cls, state: AppState) -> ToolDeps:
@@ -52,6 +54,7 @@ class ToolDeps:
             task_events=state.task_events,
             search=state.context.search,
             embedder=state.context.embedder,
+            resource=state.oauth.resource,
         )
 
     @property

@@ -32,6 +32,7 @@ from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
 from gateway.mcp.concept_tools import register_concept_tools
 from gateway.mcp.deps import ToolDeps
+from gateway.services.oauth import protected_resource_metadata_url
 from gateway.services.search import SearchMode
 from gateway.settings import Settings
 from models import User
@@ -50,7 +51,7 @@ DepsGetter = Callable[[], ToolDeps]
 
 
 async def _authenticate(deps: ToolDeps, authorization: str | None) -> User:
-    return await authenticate(deps.pool, deps.clock, deps.accounts, authorization)
+    return await authenticate(deps.pool, deps.clock, deps.accounts, authorization, deps.resource)
 
 
 def _headers(ctx: Context) -> dict[str, str]:
@@ -61,8 +62,16 @@ def _headers(ctx: Context) -> dict[str, str]:
     return {k.lower(): v for k, v in (getattr(transport, "headers", None) or {}).items()}
 
 
+def challenge(resource: str, authorization: str | None) -> str:
+    """The 401's ``WWW-Authenticate`` (RFC 6750 §3, RFC 9728 §5.1): where the resource's
+    metadata is, the scope to ask for, and ``invalid_token`` when a credential was sent."""
+    value = f'Bearer resource_metadata="{protected_resource_metadata_url(resource)}", scope="mcp"'
+    return value + (', error="invalid_token"' if authorization else "")
+
+
 class BearerGate:
-    """ASGI wrapper: refuse MCP requests without a valid access token or API key (401)."""
+    """ASGI wrapper: refuse MCP requests without a valid access token or API key (401 with an
+    OAuth challenge naming the protected resource metadata)."""
 
     def __init__(self, app: ASGIApp, get_deps: DepsGetter) -> None:
         self._app = app
@@ -71,11 +80,14 @@ class BearerGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            deps = self._get_deps()
+            authorization = headers.get("authorization")
             try:
-                await _authenticate(self._get_deps(), headers.get("authorization"))
+                await _authenticate(deps, authorization)
             except ConferError as exc:
                 response = problem_for(exc, scope["path"])
-                response.headers["WWW-Authenticate"] = "Bearer"
+                if response.status_code == 401:
+                    response.headers["WWW-Authenticate"] = challenge(deps.resource, authorization)
                 await response(scope, receive, send)
                 return
         await self._app(scope, receive, send)

@@ -246,13 +246,18 @@ class Accounts:
             assert user is not None
             return await self._token_public(conn, user, pair)
 
-    async def authenticate(self, token: str) -> Authenticated:
+    async def authenticate(self, token: str, *, audience: str | None = None) -> Authenticated:
         """Resolve a bearer token to its live user and session. Raises TokenInvalidError.
+
+        ``audience`` (a resource, e.g. ``/mcp``'s URL) also admits OAuth access tokens issued
+        for it; without it only REST access tokens pass (``verify_access_token``).
 
         One round trip: the signed token names the session, one statement checks it is still
         live (so a revoked session's next request is refused) and reads its user.
         """
-        claims = verify_access_token(self._identity, token, now=int(self._clock.time()))
+        claims = verify_access_token(
+            self._identity, token, now=int(self._clock.time()), audience=audience
+        )
         async with self._pool.acquire() as conn:
             user = await users_store.get_session_user(
                 conn, session_id=claims.session_id, user_id=claims.user_id, now=self._clock.now()

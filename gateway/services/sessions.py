@@ -12,6 +12,10 @@ successor is derived from the presented token (HMAC-SHA256 keyed from the instan
 key), so it can be re-issued without being stored; there is never more than one valid pair.
 Access tokens are JWTs tied to the session (``gateway.services.tokens``), so revocation ends
 them at once.
+
+An OAuth sign-in (``gateway.services.oauth``) is a session too, with an ``oauth_grants`` row:
+its tokens are resource tokens for the grant's resource (``audience``), refreshed only at the
+token endpoint; a device session's refresh token is refused there, and a grant's here.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from gateway.services.tokens import issue_access_token
 from gateway.settings import Settings
 from gateway.store import accounts as accounts_store
 from gateway.store import audit as audit_store
+from gateway.store import oauth as oauth_store
 from gateway.store import sessions as sessions_store
 from gateway.store import users as users_store
 from models import SessionRow
@@ -82,9 +87,14 @@ class DeviceSessions:
         digest = hmac.new(key, purpose + b"\0" + seed.encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest[:size]).rstrip(b"=").decode()
 
-    def _new_tokens(self, session_id: str, user_id: str, seed: str, issued_at: int) -> TokenPair:
-        """The pair that succeeds ``seed`` (a fresh random value, or the rotated token)."""
+    def _new_tokens(
+        self, session_id: str, user_id: str, seed: str, issued_at: int, audience: str | None
+    ) -> TokenPair:
+        """The pair that succeeds ``seed`` (a fresh random value, or the rotated token); with
+        ``audience``, the access token is a resource token for it."""
         ttl = self._settings.access_token_ttl_seconds
+        if audience is not None:
+            ttl = self._settings.oauth_access_token_ttl_seconds
         access = issue_access_token(
             self._identity,
             user_id=user_id,
@@ -92,16 +102,24 @@ class DeviceSessions:
             now=issued_at,
             ttl=ttl,
             jti=self._derive(b"jti", seed, 16),
+            audience=audience,
         )
         refresh = f"{session_id}.{self._derive(b'refresh', seed, 32)}"
         lifetime = self._settings.session_ttl_seconds
         return TokenPair(access, ttl, refresh, lifetime, session_id, user_id)
 
     async def open(
-        self, conn: asyncpg.Connection, *, user_id: str, device_id: str, platform: str | None
+        self,
+        conn: asyncpg.Connection,
+        *,
+        user_id: str,
+        device_id: str,
+        platform: str | None,
+        audience: str | None = None,
     ) -> TokenPair:
         """Start a session for one device inside the caller's transaction; an older session
-        of the same device is replaced (one session per device)."""
+        of the same device is replaced (one session per device). With ``audience`` it issues
+        resource tokens (the caller records the grant in the same transaction)."""
         now = self._clock.now()
         await sessions_store.delete_device_sessions(conn, user_id=user_id, device_id=device_id)
         expires_at = now + timedelta(seconds=self._settings.session_ttl_seconds)
@@ -115,7 +133,7 @@ class DeviceSessions:
             now=now,
         )
         pair = self._new_tokens(
-            session.id, user_id, secrets.token_urlsafe(32), int(now.timestamp())
+            session.id, user_id, secrets.token_urlsafe(32), int(now.timestamp()), audience
         )
         await sessions_store.rotate_refresh_hash(
             conn,
@@ -127,8 +145,11 @@ class DeviceSessions:
         )
         return pair
 
-    async def refresh(self, refresh_token: str, *, ip: str | None) -> TokenPair:
-        """Rotate: the presented token stops working, a new pair is returned.
+    async def refresh(
+        self, refresh_token: str, *, ip: str | None, audience: str | None = None
+    ) -> TokenPair:
+        """Rotate: the presented token stops working, a new pair is returned. ``audience`` is
+        None for a device session, else the resource of the OAuth grant being refreshed.
 
         Within ``refresh_grace_seconds`` of a rotation, the token rotated away gets the same
         new pair again (audited ``auth.refresh_grace``) while that pair is still current.
@@ -139,9 +160,9 @@ class DeviceSessions:
         presented = hash_refresh_token(refresh_token)
         reused = False
         async with self._pool.acquire() as conn, conn.transaction():
-            pair = await self._rotate(conn, session_id, refresh_token, ip)
+            pair = await self._rotate(conn, session_id, refresh_token, ip, audience)
             if pair is None:
-                pair = await self._grace(conn, session_id, refresh_token, ip)
+                pair = await self._grace(conn, session_id, refresh_token, ip, audience)
             if pair is None:
                 reused = await self._revoke_if_reused(conn, presented, ip)
         if pair is None:
@@ -150,9 +171,10 @@ class DeviceSessions:
         return pair
 
     async def _current_session(
-        self, conn: asyncpg.Connection, session_id: str, expected_hash: str
+        self, conn: asyncpg.Connection, session_id: str, expected_hash: str, audience: str | None
     ) -> SessionRow | None:
-        """The live session of an active account whose current refresh hash is ``expected``."""
+        """The live session of an active account whose current refresh hash is ``expected``
+        and whose grant's resource is ``audience`` (None: a device session, no grant)."""
         session = await sessions_store.get_session(conn, id=session_id)
         if session is None or session.expires_at <= self._clock.now():
             return None
@@ -164,10 +186,18 @@ class DeviceSessions:
         disabled = await accounts_store.get_disabled(conn, user_id=session.user_id)
         if user is None or user.deleted_at is not None or disabled is not None:
             return None
+        grant = await oauth_store.get_grant(conn, session_id=session_id)
+        if (grant["resource"] if grant else None) != audience:
+            return None
         return session
 
     async def _grace(
-        self, conn: asyncpg.Connection, session_id: str, refresh_token: str, ip: str | None
+        self,
+        conn: asyncpg.Connection,
+        session_id: str,
+        refresh_token: str,
+        ip: str | None,
+        audience: str | None,
     ) -> TokenPair | None:
         """The successor pair again, for a token rotated away moments ago (else None)."""
         used = await accounts_store.get_used_token(
@@ -179,9 +209,9 @@ class DeviceSessions:
         if age > self._settings.refresh_grace_seconds:
             return None
         issued_at = int(used["used_at"].timestamp())
-        pair = self._new_tokens(session_id, used["user_id"], refresh_token, issued_at)
+        pair = self._new_tokens(session_id, used["user_id"], refresh_token, issued_at, audience)
         successor = hash_refresh_token(pair.refresh_token)
-        if await self._current_session(conn, session_id, successor) is None:
+        if await self._current_session(conn, session_id, successor, audience) is None:
             return None  # the successor was itself rotated: this is reuse
         await audit_store.insert_audit(
             conn,
@@ -193,14 +223,21 @@ class DeviceSessions:
         return dataclasses.replace(pair, expires_in=max(1, pair.expires_in - int(age)))
 
     async def _rotate(
-        self, conn: asyncpg.Connection, session_id: str, refresh_token: str, ip: str | None
+        self,
+        conn: asyncpg.Connection,
+        session_id: str,
+        refresh_token: str,
+        ip: str | None,
+        audience: str | None,
     ) -> TokenPair | None:
         now = self._clock.now()
         presented = hash_refresh_token(refresh_token)
-        session = await self._current_session(conn, session_id, presented)
+        session = await self._current_session(conn, session_id, presented, audience)
         if session is None:
             return None
-        pair = self._new_tokens(session.id, session.user_id, refresh_token, int(now.timestamp()))
+        pair = self._new_tokens(
+            session.id, session.user_id, refresh_token, int(now.timestamp()), audience
+        )
         expires_at = now + timedelta(seconds=self._settings.session_ttl_seconds)
         new_hash = hash_refresh_token(pair.refresh_token)
         if not await sessions_store.rotate_refresh_hash(
