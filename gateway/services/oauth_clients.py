@@ -176,7 +176,7 @@ class ClientDirectory:
                 await response.aclose()
         except (httpx.HTTPError, DIDError) as exc:
             raise OAuthClientInvalidError(
-                f"cannot fetch client metadata document {url}: {exc}"
+                f"cannot fetch client metadata document {url}: {type(exc).__name__} {exc}"
             ) from exc
 
     async def register(self, metadata: Any) -> dict[str, Any]:

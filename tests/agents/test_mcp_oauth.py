@@ -8,10 +8,10 @@ step is a headless handler that approves on the consent API as the logged-in use
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +136,10 @@ async def test_typescript_sdk_signs_in(database_url: str, tmp_path: Path) -> Non
         client_id = host.publish("/agents/ts.json", [REDIRECT_URI], "TypeScript SDK agent")
         token = await _user_token(served.base_url, "alice")
         for metadata_url in (client_id, ""):
-            completed = subprocess.run(
-                [str(_node()), "signin.mjs"],
+            # asyncio's subprocess: the document host runs on this event loop
+            process = await asyncio.create_subprocess_exec(
+                str(_node()),
+                "signin.mjs",
                 cwd=TS_DIR,
                 env={
                     **os.environ,
@@ -145,14 +147,13 @@ async def test_typescript_sdk_signs_in(database_url: str, tmp_path: Path) -> Non
                     "CONFER_USER_TOKEN": token,
                     "CLIENT_METADATA_URL": metadata_url,
                     "REDIRECT_URI": REDIRECT_URI,
-                    "NODE_EXTRA_CA_CERTS": str(cert),
                 },
-                capture_output=True,
-                text=True,
-                timeout=120,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
-            assert completed.returncode == 0, completed.stdout + completed.stderr
-            report = json.loads(completed.stdout.strip().splitlines()[-1])
+            stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+            assert process.returncode == 0, (stdout + stderr).decode()
+            report = json.loads(stdout.decode().strip().splitlines()[-1])
             assert "confer_list_conversations" in report["tools"]
             assert report["call"]["conversations"] == []
             assert report["refreshed"] is True
