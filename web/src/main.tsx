@@ -2,6 +2,7 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import hljs from "highlight.js/lib/common";
 import { ApiError } from "./api";
+import { Consent, consentRoute } from "./consent";
 import { Conversation, Message, Store } from "./store";
 
 const store = new Store();
@@ -735,6 +736,7 @@ function App() {
   else if (route === "/sessions") main = <Sessions />;
   else if (route === "/contacts") main = <Contacts />;
   else if (route === "/memories") main = <Memories />;
+  else if (consentRoute(route)) main = <Consent api={s.api} id={consentRoute(route)!} />;
   if (!chat && s.openId) void s.open(null);
   return (
     <div class={main ? "shell has-main" : "shell"}>
