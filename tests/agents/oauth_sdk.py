@@ -3,62 +3,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import datetime
-import ipaddress
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.gateway.harness import free_port
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for ``localhost``/127.0.0.1 and its key, as PEM files in ``directory``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
+from tests.gateway.harness import free_port, serve
+from tests.gateway.serving import Served, confer_serve, serve_env
+from tests.tls import self_signed_localhost
 
 
 @dataclass
@@ -97,25 +57,26 @@ async def document_host(cert: Path, key: Path) -> AsyncIterator[DocumentHost]:
         return Response(json.dumps(body), media_type="application/json")
 
     app = Starlette(routes=[Route("/{name:path}", document)])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        ssl_certfile=str(cert),
-        ssl_keyfile=str(key),
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
+    async with serve(app, port, ssl_certfile=str(cert), ssl_keyfile=str(key)):
         yield host
-    finally:
-        server.should_exit = True
-        await task
+
+
+@dataclass
+class Setup:
+    """A ``confer serve`` that trusts the document host's certificate, and that host."""
+
+    served: Served
+    host: DocumentHost
+
+
+@contextlib.asynccontextmanager
+async def serve_with_documents(database_url: str, directory: Path) -> AsyncIterator[Setup]:
+    """A document host on https and a ``confer serve`` that trusts its certificate for its
+    outbound fetches (httpx reads ``SSL_CERT_FILE``)."""
+    cert, key = self_signed_localhost(directory)
+    env = serve_env(free_port(), database_url, SSL_CERT_FILE=str(cert))
+    async with document_host(cert, key) as host, confer_serve(env) as served:
+        yield Setup(served, host)
 
 
 class MemoryTokens:

@@ -24,10 +24,8 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
-from tests.agents.oauth_sdk import MemoryTokens, document_host, self_signed
-from tests.gateway.harness import free_port
+from tests.agents.oauth_sdk import MemoryTokens, serve_with_documents
 from tests.gateway.oauth_flow import consent, query
-from tests.gateway.serving import confer_serve, serve_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TS_DIR = ROOT / "tests" / "oauth_ts"
@@ -98,11 +96,8 @@ async def _grants(database_url: str) -> list[dict[str, Any]]:
 async def test_python_sdk_signs_in_with_a_metadata_document_and_by_registration(
     database_url: str, tmp_path: Path
 ) -> None:
-    cert, key = self_signed(tmp_path)
-    port = free_port()
-    # Confer trusts the test's certificate for its outbound fetches (httpx reads SSL_CERT_FILE).
-    env = serve_env(port, database_url, SSL_CERT_FILE=str(cert))
-    async with document_host(cert, key) as host, confer_serve(env) as served:
+    async with serve_with_documents(database_url, tmp_path) as setup:
+        host, served = setup.host, setup.served
         client_id = host.publish("/agents/python.json", [REDIRECT_URI], "Python SDK agent")
         token = await _user_token(served.base_url, "alice")
 
@@ -115,7 +110,7 @@ async def test_python_sdk_signs_in_with_a_metadata_document_and_by_registration(
         await _use_tools(served.base_url, registered)
 
         grants = await _grants(database_url)
-        assert [g["client_id"] for g in grants][0] == client_id
+        assert len(grants) == 2 and grants[0]["client_id"] == client_id
         assert grants[1]["client_id"].startswith("confer-client-")
         assert {g["resource"] for g in grants} == {f"{served.base_url}/mcp"}
 
@@ -129,10 +124,8 @@ def _node() -> str | None:
 
 @pytest.mark.skipif(_node() is None, reason="run `npm ci` in tests/oauth_ts (needs node)")
 async def test_typescript_sdk_signs_in(database_url: str, tmp_path: Path) -> None:
-    cert, key = self_signed(tmp_path)
-    port = free_port()
-    env = serve_env(port, database_url, SSL_CERT_FILE=str(cert))
-    async with document_host(cert, key) as host, confer_serve(env) as served:
+    async with serve_with_documents(database_url, tmp_path) as setup:
+        host, served = setup.host, setup.served
         client_id = host.publish("/agents/ts.json", [REDIRECT_URI], "TypeScript SDK agent")
         token = await _user_token(served.base_url, "alice")
         for metadata_url in (client_id, ""):

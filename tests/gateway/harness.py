@@ -166,10 +166,13 @@ def loopback_settings(database_url: str, port: int, **overrides: Any) -> Setting
 
 
 @contextlib.asynccontextmanager
-async def serve(app: Any, port: int) -> AsyncIterator[None]:
-    """Serve an ASGI app with uvicorn on 127.0.0.1:``port`` (lifespan on) until exit."""
+async def serve(app: Any, port: int, **options: Any) -> AsyncIterator[None]:
+    """Serve an ASGI app with uvicorn on 127.0.0.1:``port`` (lifespan on) until exit;
+    ``options`` are more ``uvicorn.Config`` arguments (e.g. ``ssl_certfile``)."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **options
+        )
     )
     task = asyncio.create_task(server.serve())
     while not server.started:

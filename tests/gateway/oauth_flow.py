@@ -1,4 +1,4 @@
-"""The MCP sign-in's browser steps over plain HTTP, as a logged-in user approves on the consent page."""
+"""The MCP sign-in's browser steps over plain HTTP, approved on the consent API as the user."""
 
 from __future__ import annotations
 
