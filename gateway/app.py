@@ -260,6 +260,11 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
             {"name": "memory", "description": "Agent memories, knowledge, search."},
             {"name": "system", "description": "Health."},
+            {
+                "name": "oauth",
+                "description": "MCP sign-in: OAuth 2.1 metadata and authorization endpoint "
+                "(token, registration and revocation: docs/agents.md).",
+            },
         ],
     )
     install_error_handlers(app)

@@ -88,4 +88,25 @@ class OAuthGrantPublic(ConferModel):
 class OAuthGrantList(ConferModel):
     """The user's live OAuth grants, newest first."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {
+                            "session_id": _ULID,
+                            "client_id": _CLIENT,
+                            "client_name": "Example Code Agent",
+                            "resource": "https://confer.example/mcp",
+                            "scope": "mcp",
+                            "created_at": _TIME,
+                            "last_active_at": _TIME,
+                            "expires_at": "2026-12-30T09:15:00Z",
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
     items: list[OAuthGrantPublic]

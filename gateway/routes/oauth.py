@@ -25,12 +25,15 @@ from models.oauth_api import (
     OAuthRequestPublic,
 )
 
-router = APIRouter(tags=["accounts"])
+router = APIRouter()
+_OAUTH = ["oauth"]
+_ACCOUNTS = ["accounts"]
 
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-_OAUTH_ERROR: dict[int | str, dict[str, Any]] = {
-    400: {"description": "RFC 6749 §5.2 error JSON: `error`, `error_description`"}
-}
+# The token, registration and revocation endpoints answer RFC 6749 error JSON, not problem
+# details, so they stay out of the OpenAPI document (every error there is problem details);
+# docs/agents.md describes them.
+_OAUTH_PROTOCOL: dict[str, Any] = {"include_in_schema": False}
 
 
 def _metadata(body: dict[str, Any]) -> JSONResponse:
@@ -40,9 +43,13 @@ def _metadata(body: dict[str, Any]) -> JSONResponse:
     )
 
 
-@router.get("/.well-known/oauth-protected-resource", summary="Protected resource metadata")
 @router.get(
-    "/.well-known/oauth-protected-resource/mcp", summary="Protected resource metadata of /mcp"
+    "/.well-known/oauth-protected-resource", summary="Protected resource metadata", tags=_OAUTH
+)
+@router.get(
+    "/.well-known/oauth-protected-resource/mcp",
+    summary="Protected resource metadata of /mcp",
+    tags=_OAUTH,
 )
 async def protected_resource(state: State) -> JSONResponse:
     """RFC 9728 metadata of the MCP endpoint: its resource identifier and Confer as its
@@ -50,7 +57,9 @@ async def protected_resource(state: State) -> JSONResponse:
     return _metadata(state.oauth.resource_metadata())
 
 
-@router.get("/.well-known/oauth-authorization-server", summary="Authorization server metadata")
+@router.get(
+    "/.well-known/oauth-authorization-server", summary="Authorization server metadata", tags=_OAUTH
+)
 async def authorization_server(state: State) -> JSONResponse:
     """RFC 8414 metadata: endpoints, PKCE S256, public clients, client ID metadata documents."""
     return _metadata(state.oauth.metadata())
@@ -59,6 +68,7 @@ async def authorization_server(state: State) -> JSONResponse:
 @router.get(
     "/oauth/authorize",
     status_code=302,
+    tags=_OAUTH,
     summary="OAuth authorization endpoint",
     responses=problems(400),
 )
@@ -78,7 +88,7 @@ async def _form(request: Request) -> dict[str, str]:
     return values
 
 
-@router.post("/oauth/token", summary="OAuth token endpoint", responses=_OAUTH_ERROR)
+@router.post("/oauth/token", tags=_OAUTH, **_OAUTH_PROTOCOL)
 async def token(request: Request, state: State) -> JSONResponse:
     """`authorization_code` (with the PKCE `code_verifier`) or `refresh_token` grant,
     form-encoded; answers an access token for `/mcp` and a rotating refresh token."""
@@ -86,9 +96,7 @@ async def token(request: Request, state: State) -> JSONResponse:
     return JSONResponse(body, headers=_NO_STORE)
 
 
-@router.post(
-    "/oauth/register", status_code=201, summary="Register an OAuth client", responses=_OAUTH_ERROR
-)
+@router.post("/oauth/register", status_code=201, **_OAUTH_PROTOCOL)
 async def register(request: Request, state: State) -> JSONResponse:
     """RFC 7591 dynamic client registration of a public client (no secret)."""
     try:
@@ -99,7 +107,7 @@ async def register(request: Request, state: State) -> JSONResponse:
     return JSONResponse(body, status_code=201, headers=_NO_STORE)
 
 
-@router.post("/oauth/revoke", summary="Revoke an OAuth token", responses=_OAUTH_ERROR)
+@router.post("/oauth/revoke", **_OAUTH_PROTOCOL)
 async def revoke(request: Request, state: State) -> JSONResponse:
     """RFC 7009: a refresh or access token ends its grant; unknown tokens are no error."""
     await state.oauth.revoke(await _form(request), ip=client_ip(request))
@@ -108,6 +116,7 @@ async def revoke(request: Request, state: State) -> JSONResponse:
 
 @router.get(
     "/v1/oauth/requests/{request_id}",
+    tags=_ACCOUNTS,
     summary="A pending MCP sign-in request",
     responses=problems(401, 404),
 )
@@ -128,6 +137,7 @@ async def _decide(
 
 @router.post(
     "/v1/oauth/requests/{request_id}/approve",
+    tags=_ACCOUNTS,
     summary="Approve an MCP sign-in",
     responses=problems(401, 404),
 )
@@ -140,6 +150,7 @@ async def approve(
 
 @router.post(
     "/v1/oauth/requests/{request_id}/deny",
+    tags=_ACCOUNTS,
     summary="Deny an MCP sign-in",
     responses=problems(401, 404),
 )
@@ -150,7 +161,7 @@ async def deny(
     return await _decide(request_id, False, request, current, state)
 
 
-@router.get("/v1/oauth/grants", summary="My MCP sign-ins", responses=problems(401))
+@router.get("/v1/oauth/grants", tags=_ACCOUNTS, summary="My MCP sign-ins", responses=problems(401))
 async def grants(current: Current, state: State) -> OAuthGrantList:
     """Clients signed in to MCP as me (each is also one of my sessions)."""
     rows = await state.oauth.grants(user_id=current.user.id)

@@ -45,10 +45,13 @@ async def test_openapi_lists_every_endpoint_with_summary_and_errors(database_url
             "/readyz",
             "/.well-known/did.json",
             "/.well-known/agent-card.json",
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-authorization-server",
             "/v1/providers",
         }
         if key[1] not in public_documents:
-            assert codes & {"401", "404", "409", "415", "422"}, f"{key} documents no errors"
+            assert codes & {"400", "401", "404", "409", "415", "422"}, f"{key} documents no errors"
     assert "websocket.md" in spec["info"]["description"]
 
 
