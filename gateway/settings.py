@@ -256,6 +256,11 @@ class Settings(BaseSettings):
     rate_limit_login_ip: str = "30/minute;300/hour"
     rate_limit_login_account: str = "10/minute;50/hour"
     rate_limit_register_ip: str = "20/hour"
+    rate_limit_oauth_ip: str = Field(
+        default="60/minute;600/hour",
+        description="Unauthenticated OAuth requests per client IP: client registrations and "
+        "authorization requests (each may fetch a client ID metadata document).",
+    )
     argon2_time_cost: int = Field(default=3, ge=1)
     argon2_memory_kib: int = Field(default=65536, ge=8)
     argon2_parallelism: int = Field(default=4, ge=1)

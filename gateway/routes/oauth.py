@@ -18,6 +18,7 @@ from gateway.deps import Current, State
 from gateway.errors import OAuthError
 from gateway.federation_auth import client_ip
 from gateway.routes import problems
+from gateway.services.ratelimits import OAUTH_IP
 from models.oauth_api import (
     OAuthDecisionPublic,
     OAuthGrantList,
@@ -70,12 +71,13 @@ async def authorization_server(state: State) -> JSONResponse:
     status_code=302,
     tags=_OAUTH,
     summary="OAuth authorization endpoint",
-    responses=problems(400),
+    responses=problems(400, 429),
 )
 async def authorize(request: Request, state: State) -> RedirectResponse:
     """Check the client, redirect URI, PKCE challenge and resource, then redirect the browser
     to the consent page (or back to the client with an `error`). An unknown client or
-    redirect URI is 400 `oauth_client_invalid`, shown here."""
+    redirect URI is 400 `oauth_client_invalid`, shown here; rate limited per client IP (429)."""
+    await state.accounts.limiter.hit(OAUTH_IP, client_ip(request) or "unknown")
     location = await state.oauth.authorize(dict(request.query_params))
     return RedirectResponse(location, status_code=302, headers=_NO_STORE)
 
@@ -99,6 +101,7 @@ async def token(request: Request, state: State) -> JSONResponse:
 @router.post("/oauth/register", status_code=201, **_OAUTH_PROTOCOL)
 async def register(request: Request, state: State) -> JSONResponse:
     """RFC 7591 dynamic client registration of a public client (no secret)."""
+    await state.accounts.limiter.hit(OAUTH_IP, client_ip(request) or "unknown")
     try:
         metadata = json.loads(await request.body())
     except ValueError as exc:

@@ -21,6 +21,7 @@ from gateway.settings import Settings
 LOGIN_IP = "login_ip"
 LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
+OAUTH_IP = "oauth_ip"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
 
@@ -38,8 +39,8 @@ def storage_for(settings: Settings) -> Storage:
 
 
 class RateLimiter:
-    """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``peer_domain``,
-    ``peer_agent``) over one storage."""
+    """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``oauth_ip``,
+    ``peer_domain``, ``peer_agent``) over one storage."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.storage = storage or storage_for(settings)
@@ -48,6 +49,7 @@ class RateLimiter:
             LOGIN_IP: parse_many(settings.rate_limit_login_ip),
             LOGIN_ACCOUNT: parse_many(settings.rate_limit_login_account),
             REGISTER_IP: parse_many(settings.rate_limit_register_ip),
+            OAUTH_IP: parse_many(settings.rate_limit_oauth_ip),
             PEER_DOMAIN: parse_many(settings.peer_rate_limit_domain),
             PEER_AGENT: parse_many(settings.peer_rate_limit_agent),
         }

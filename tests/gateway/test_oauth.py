@@ -438,3 +438,15 @@ async def test_missing_parameters_are_oauth_errors(database_url: str, path: str)
         response = await instance.client.post(path, data={"grant_type": "authorization_code"})
         assert response.status_code == 400
         assert response.json()["error"] == "invalid_request"
+
+
+async def test_unauthenticated_oauth_requests_are_rate_limited(database_url: str) -> None:
+    async with run_instance(database_url, rate_limit_oauth_ip="3/minute") as instance:
+        client = await register(instance.client)
+        await instance.client.get(authorize_url(instance, client, pkce()[1]))
+        await instance.client.get(authorize_url(instance, client, pkce()[1]))
+        refused = await instance.client.post(
+            "/oauth/register", json={"redirect_uris": [REDIRECT_URI]}
+        )
+        assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+        assert int(refused.headers["retry-after"]) >= 1
