@@ -27,8 +27,8 @@ from models.oauth_api import (
 )
 
 router = APIRouter()
-_OAUTH = ["oauth"]
-_ACCOUNTS = ["accounts"]
+_protocol = APIRouter(tags=["oauth"])
+_consent = APIRouter(tags=["accounts"])
 
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 # The token, registration and revocation endpoints answer RFC 6749 error JSON, not problem
@@ -44,13 +44,10 @@ def _metadata(body: dict[str, Any]) -> JSONResponse:
     )
 
 
-@router.get(
-    "/.well-known/oauth-protected-resource", summary="Protected resource metadata", tags=_OAUTH
-)
-@router.get(
+@_protocol.get("/.well-known/oauth-protected-resource", summary="Protected resource metadata")
+@_protocol.get(
     "/.well-known/oauth-protected-resource/mcp",
     summary="Protected resource metadata of /mcp",
-    tags=_OAUTH,
 )
 async def protected_resource(state: State) -> JSONResponse:
     """RFC 9728 metadata of the MCP endpoint: its resource identifier and Confer as its
@@ -58,18 +55,15 @@ async def protected_resource(state: State) -> JSONResponse:
     return _metadata(state.oauth.resource_metadata())
 
 
-@router.get(
-    "/.well-known/oauth-authorization-server", summary="Authorization server metadata", tags=_OAUTH
-)
+@_protocol.get("/.well-known/oauth-authorization-server", summary="Authorization server metadata")
 async def authorization_server(state: State) -> JSONResponse:
     """RFC 8414 metadata: endpoints, PKCE S256, public clients, client ID metadata documents."""
     return _metadata(state.oauth.metadata())
 
 
-@router.get(
+@_protocol.get(
     "/oauth/authorize",
     status_code=302,
-    tags=_OAUTH,
     summary="OAuth authorization endpoint",
     responses=problems(400, 429),
 )
@@ -90,7 +84,7 @@ async def _form(request: Request) -> dict[str, str]:
     return values
 
 
-@router.post("/oauth/token", tags=_OAUTH, **_OAUTH_PROTOCOL)
+@_protocol.post("/oauth/token", **_OAUTH_PROTOCOL)
 async def token(request: Request, state: State) -> JSONResponse:
     """`authorization_code` (with the PKCE `code_verifier`) or `refresh_token` grant,
     form-encoded; answers an access token for `/mcp` and a rotating refresh token."""
@@ -98,7 +92,7 @@ async def token(request: Request, state: State) -> JSONResponse:
     return JSONResponse(body, headers=_NO_STORE)
 
 
-@router.post("/oauth/register", status_code=201, **_OAUTH_PROTOCOL)
+@_protocol.post("/oauth/register", status_code=201, **_OAUTH_PROTOCOL)
 async def register(request: Request, state: State) -> JSONResponse:
     """RFC 7591 dynamic client registration of a public client (no secret)."""
     await state.accounts.limiter.hit(OAUTH_IP, client_ip(request) or "unknown")
@@ -110,16 +104,15 @@ async def register(request: Request, state: State) -> JSONResponse:
     return JSONResponse(body, status_code=201, headers=_NO_STORE)
 
 
-@router.post("/oauth/revoke", **_OAUTH_PROTOCOL)
+@_protocol.post("/oauth/revoke", **_OAUTH_PROTOCOL)
 async def revoke(request: Request, state: State) -> JSONResponse:
     """RFC 7009: a refresh or access token ends its grant; unknown tokens are no error."""
     await state.oauth.revoke(await _form(request), ip=client_ip(request))
     return JSONResponse({}, headers=_NO_STORE)
 
 
-@router.get(
+@_consent.get(
     "/v1/oauth/requests/{request_id}",
-    tags=_ACCOUNTS,
     summary="A pending MCP sign-in request",
     responses=problems(401, 404),
 )
@@ -138,9 +131,8 @@ async def _decide(
     return OAuthDecisionPublic(redirect_to=redirect_to)
 
 
-@router.post(
+@_consent.post(
     "/v1/oauth/requests/{request_id}/approve",
-    tags=_ACCOUNTS,
     summary="Approve an MCP sign-in",
     responses=problems(401, 404),
 )
@@ -151,9 +143,8 @@ async def approve(
     return await _decide(request_id, True, request, current, state)
 
 
-@router.post(
+@_consent.post(
     "/v1/oauth/requests/{request_id}/deny",
-    tags=_ACCOUNTS,
     summary="Deny an MCP sign-in",
     responses=problems(401, 404),
 )
@@ -164,10 +155,14 @@ async def deny(
     return await _decide(request_id, False, request, current, state)
 
 
-@router.get("/v1/oauth/grants", tags=_ACCOUNTS, summary="My MCP sign-ins", responses=problems(401))
+@_consent.get("/v1/oauth/grants", summary="My MCP sign-ins", responses=problems(401))
 async def grants(current: Current, state: State) -> OAuthGrantList:
     """Clients signed in to MCP as me (each is also one of my sessions)."""
     rows = await state.oauth.grants(user_id=current.user.id)
     fields = OAuthGrantPublic.model_fields
     items = [OAuthGrantPublic.model_validate({k: r[k] for k in fields}) for r in rows]
     return OAuthGrantList(items=items)
+
+
+router.include_router(_protocol)
+router.include_router(_consent)
