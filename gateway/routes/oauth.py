@@ -8,6 +8,7 @@ is Confer's REST API for the web client's consent page (bearer access token, pro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -119,7 +120,7 @@ async def revoke(request: Request, state: State) -> JSONResponse:
 async def pending_request(request_id: str, current: Current, state: State) -> OAuthRequestPublic:
     """What the consent page shows: the client, where it redirects, the resource and scope."""
     pending = await state.oauth.pending(request_id)
-    return OAuthRequestPublic.model_validate(pending.__dict__)
+    return OAuthRequestPublic.model_validate(dataclasses.asdict(pending))
 
 
 async def _decide(

@@ -24,7 +24,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -87,7 +87,7 @@ class ConsentRequest:
     redirect_uri: str
     resource: str
     scope: str
-    expires_at: Any
+    expires_at: datetime
 
 
 class AuthorizationServer:
