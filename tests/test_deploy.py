@@ -173,8 +173,11 @@ async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
         config["admin"] = {"disabled": True}
         workdir = Path(tempfile.mkdtemp(prefix="confer-caddy-"))
         (workdir / "caddy.json").write_text(json.dumps(config))
-        process = subprocess.Popen(
-            [caddy, "run", "--config", str(workdir / "caddy.json")],
+        process = await asyncio.create_subprocess_exec(
+            caddy,
+            "run",
+            "--config",
+            str(workdir / "caddy.json"),
             env={**os.environ, "HOME": str(workdir), "XDG_DATA_HOME": str(workdir)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -189,7 +192,7 @@ async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
                             break
                     except httpx.HTTPError:
                         pass
-                    assert process.poll() is None and time.monotonic() < deadline
+                    assert process.returncode is None and time.monotonic() < deadline
                     await asyncio.sleep(0.2)
                 registered = await client.post(
                     "/v1/auth/register",
@@ -206,5 +209,5 @@ async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
                 assert ready["data"]["did"] == registered.json()["user"]["did"]
         finally:
             process.terminate()
-            process.wait(20)
+            await asyncio.wait_for(process.wait(), 20)
             shutil.rmtree(workdir, ignore_errors=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,10 +14,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.gateway.harness import free_port
+from tests.gateway.harness import NATS_URL, free_port, reachable
 from tests.gateway.serving import ROOT, confer_serve, serve_env
-
-NATS_URL = "nats://127.0.0.1:4222"
 
 
 def _without_confer(env: dict[str, str]) -> dict[str, str]:
@@ -133,15 +130,9 @@ class CompletedServe:
         self.stdout = stdout
 
 
-def _nats_up() -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", 4222), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _nats_up(), reason="needs the local NATS on 4222 (.ci/run starts it)")
+@pytest.mark.skipif(
+    not reachable(NATS_URL), reason="needs the local NATS on 4222 (.ci/run starts it)"
+)
 async def test_processes_sharing_a_bus_share_the_database_and_a_bus_less_one_is_refused(
     database_url: str,
 ) -> None:
