@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import asyncpg
 import typer
@@ -97,6 +98,9 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
     config = uvicorn.Config(_RefusalAsSentence(create_app(settings)), **options)
     configure_logging(settings.log_format, settings.log_level)  # after Config, which sets its own
     server = _Server(config)
+    warning = public_url_warning(settings)
+    if warning:
+        log.warning(warning)
     claim_url = direct_database_url(settings)  # starts the embedded server when it is used
     with (
         queued_access_log(settings.access_log, settings.access_log_sample_every),
@@ -109,6 +113,25 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
             raise SystemExit(STARTUP_FAILED) from exc
     if not server.started:
         raise SystemExit(STARTUP_FAILED)
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def public_url_warning(settings: Settings) -> str | None:
+    """The loud warning for a server that listens beyond loopback while its public URL is a
+    loopback one (``CONFER_PUBLIC_URL`` unset or left at localhost): no peer can resolve the
+    DID derived from it (did:web §3.1), and it cannot change once users exist. None when the
+    two agree."""
+    public_host = urlsplit(settings.public_url).hostname or ""
+    if settings.host in _LOOPBACK_NAMES or public_host not in _LOOPBACK_NAMES:
+        return None
+    return (
+        f"CONFER_PUBLIC_URL is {settings.public_url} but the server listens on "
+        f"{settings.host}: peers cannot reach the instance DID {settings.instance_did}. Set "
+        "CONFER_PUBLIC_URL to the https:// URL peers use BEFORE the first users register; "
+        "it cannot change later"
+    )
 
 
 async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: str) -> None:

@@ -155,3 +155,17 @@ async def test_processes_sharing_a_bus_share_the_database_and_a_bus_less_one_is_
     assert result.returncode == 3, result.stdout
     assert "refusing to start: another Confer process" in result.stdout
     assert time.monotonic() - started < 90
+
+
+async def test_listening_beyond_loopback_with_a_localhost_public_url_is_loud(
+    database_url: str,
+) -> None:
+    port = free_port()
+    env = serve_env(port, database_url, CONFER_HOST="0.0.0.0")
+    del env["CONFER_PUBLIC_URL"]  # the operator forgot it
+    async with confer_serve(env) as served:
+        text = await served.wait_for_output("CONFER_PUBLIC_URL is http://localhost:")
+    assert f"peers cannot reach the instance DID did:web:localhost%3A{port}" in text
+    async with confer_serve(serve_env(port, database_url)) as served:  # loopback: quiet
+        await served.wait_for_output("Confer is up as")
+        assert "CONFER_PUBLIC_URL is" not in served.output()
