@@ -139,7 +139,12 @@ async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: 
     others: list[int] | None = None
     try:
         await server.serve()
-        others = await claim.others(this_database=False)
+        try:
+            others = await claim.others(this_database=False)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            # the claim's connection is gone (the server restarted?): who else uses the
+            # server is unknown, so it is left running
+            log.warning("could not tell whether another process uses the database", exc_info=True)
     finally:
         await claim.release()
     if settings.database_url is None and others == []:

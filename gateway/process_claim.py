@@ -49,9 +49,13 @@ class ProcessClaim:
         return await system_store.claim_holders(self._conn, this_database=this_database)
 
     async def release(self) -> None:
-        """Drop the claim (closes the connection; idempotent)."""
+        """Drop the claim (closes the connection; idempotent; a broken connection is
+        simply dropped)."""
         if not self._conn.is_closed():
-            await self._conn.close()
+            try:
+                await self._conn.close(timeout=5)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                self._conn.terminate()
 
 
 async def claim_database(
