@@ -153,6 +153,9 @@ async def _served_through(database_url: str, bouncer_port: int) -> AsyncIterator
         # pgbouncer refuses startup parameters it does not know (statement_timeout among
         # them): behind it the timeout is set on the role or database (docs/operations.md)
         CONFER_DB_STATEMENT_TIMEOUT_SECONDS="0",
+        # no sweep: only the NOTIFY (sent through pgbouncer at COMMIT) and the worker's
+        # LISTEN (direct) can wake the agent worker
+        CONFER_AGENT_QUEUE_SWEEP_SECONDS="600",
     )
     async with confer_serve(env) as served:
         yield served.base_url
@@ -164,7 +167,34 @@ async def _register(client: httpx.AsyncClient, username: str) -> dict[str, str]:
     )
     assert response.status_code == 201, response.text
     body = response.json()
-    return {"token": body["access_token"], "did": body["user"]["did"]}
+    user = body["user"]
+    return {"token": body["access_token"], "did": user["did"], "agent_did": user["agent_did"]}
+
+
+async def _own_agent_answers(
+    client: httpx.AsyncClient, auth: dict[str, str], agent_did: str
+) -> None:
+    """A message to the own agent (offline provider) is answered: the task is announced by
+    NOTIFY in the posting transaction and picked up by the worker's direct LISTEN."""
+    opened = await client.post(
+        "/v1/conversations",
+        json={"type": "direct_user_agent", "participant_did": agent_did},
+        headers=auth,
+    )
+    assert opened.status_code in (200, 201), opened.text
+    conversation = opened.json()["id"]
+    sent = await client.post(
+        f"/v1/conversations/{conversation}/messages", json={"content": "hi"}, headers=auth
+    )
+    assert sent.status_code == 201, sent.text
+    senders: list[str] = []
+    for _ in range(300):
+        page = await client.get(f"/v1/conversations/{conversation}/messages", headers=auth)
+        senders = [m["sender_type"] for m in page.json()["items"]]
+        if "own_agent" in senders:
+            break
+        await asyncio.sleep(0.1)
+    assert senders == ["own_agent", "user"]
 
 
 async def test_confer_serves_through_pgbouncer_in_transaction_mode(
@@ -211,6 +241,7 @@ async def test_confer_serves_through_pgbouncer_in_transaction_mode(
             listed = await client.get(f"/v1/conversations/{conversation}/messages", headers=auth)
             assert listed.status_code == 200
             assert (await client.get("/readyz")).status_code == 200
+            await _own_agent_answers(client, auth, alice["agent_did"])
         stats = _pgbouncer_show(bouncer, user, "STATS")
     assert stats is not None
     rows = {line.split("|")[0]: line.split("|") for line in stats.splitlines()}
