@@ -5,13 +5,32 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 WEB    := gateway/static/index.html
 
-.PHONY: run test lint demo bench migrate clean web
+.PHONY: run test lint demo bench migrate clean web venv-check
+
+# The install heals itself: an interrupted first `make run` (say, during pip's self-upgrade,
+# which uninstalls the old pip before the new one is in place) leaves a venv whose pip does not
+# run, and such a venv is built afresh instead of failing every later `make`. A venv whose
+# stamp is there but which cannot import Confer any more is reinstalled too.
+PIP_RUNS   := $(BIN)/python -m pip --version >/dev/null 2>&1
+CONFER_IN  := $(BIN)/python -c 'import importlib.metadata as m; m.distribution("confer")' >/dev/null 2>&1
+ifneq ($(shell $(PIP_RUNS) && $(CONFER_IN) && echo ok),ok)
+.PHONY: $(STAMP)
+endif
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if ! $(PIP_RUNS); then \
+	  if [ -e $(VENV) ]; then echo "make: $(VENV) is broken (an interrupted install?); building it afresh"; fi; \
+	  rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
+	fi
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+## Say whether the venv is usable (pip runs, Confer is installed); exit status 1 when not.
+venv-check:
+	@if ! $(PIP_RUNS); then echo "venv $(VENV): broken or missing (pip does not run)"; exit 1; fi
+	@if ! $(CONFER_IN); then echo "venv $(VENV): Confer is not installed"; exit 1; fi
+	@echo "venv $(VENV): ok"
 
 # The web client (web/ -> gateway/static/), built when Node.js is installed; without it Confer
 # still runs and / says how to build the client.

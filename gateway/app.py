@@ -103,6 +103,12 @@ def database_url(settings: Settings) -> str:
     return embedded_postgres_url(settings.data_dir / "pg")
 
 
+def direct_database_url(settings: Settings) -> str:
+    """The URL of PostgreSQL itself, never a pooler: ``CONFER_DATABASE_DIRECT_URL`` when set,
+    else :func:`database_url`. Migrations, ``LISTEN`` and the process claim use it."""
+    return settings.database_direct_url or database_url(settings)
+
+
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
@@ -113,15 +119,18 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = await asyncio.to_thread(database_url, settings)
+        direct = settings.database_direct_url or url  # migrations and LISTEN skip a pooler
         # Alembic is loaded only when there is something to migrate (start-up time).
-        if settings.migrate_on_start and not await migrations.is_at_head(url):
-            await asyncio.to_thread(migrations.upgrade, url)
+        if settings.migrate_on_start and not await migrations.is_at_head(direct):
+            await asyncio.to_thread(migrations.upgrade, direct)
         pool = await create_pool(
             url,
             min_size=settings.db_pool_min,
             max_size=settings.db_pool_max,
             acquire_timeout=settings.db_acquire_timeout_seconds,
             statement_timeout=settings.db_statement_timeout_seconds,
+            statement_cache_size=settings.db_statement_cache_size,
+            direct_url=direct,
         )
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None

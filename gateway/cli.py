@@ -4,20 +4,28 @@ make and rotate encryption keys."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import asyncpg
 import typer
 import uvicorn
+from uvicorn.server import HANDLED_SIGNALS
 
 from gateway import cli_concepts, cli_memory, migrations
 from gateway.access_log import queued_access_log
-from gateway.app import create_app, database_url
+from gateway.app import create_app, direct_database_url
 from gateway.db import create_pool
+from gateway.embedded import running_embedded_url, stop_embedded_postgres
 from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
+from gateway.process_claim import DatabaseInUseError, ProcessClaim, claim_database
 from gateway.services import keys as keys_service
 from gateway.services.admin_bootstrap import ensure_admin, set_password
 from gateway.services.encryption import Keyring, generate_key_entry
@@ -30,6 +38,7 @@ from gateway.services.llm_keys import reencrypt_all
 from gateway.settings import Settings
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 app = typer.Typer(help="Confer: a federated messaging gateway for people and their agents.")
 app.add_typer(cli_memory.app, name="memory")
@@ -40,9 +49,25 @@ app.add_typer(cli_concepts.app, name="concepts")
 def serve(
     host: str | None = typer.Option(None, help="Bind address (default CONFER_HOST)."),
     port: int | None = typer.Option(None, help="Port (default CONFER_PORT)."),
+    proxy_headers: bool | None = typer.Option(
+        None,
+        "--proxy-headers/--no-proxy-headers",
+        help="Trust X-Forwarded-For/-Proto from --forwarded-allow-ips (default "
+        "CONFER_PROXY_HEADERS, off).",
+    ),
+    forwarded_allow_ips: str | None = typer.Option(
+        None,
+        help="Comma-separated proxy addresses/networks trusted for X-Forwarded-* ('*' = any; "
+        "default CONFER_FORWARDED_ALLOW_IPS, 127.0.0.1).",
+    ),
 ) -> None:
     """Run the gateway (embedded PostgreSQL unless CONFER_DATABASE_URL is set)."""
-    overrides: dict[str, Any] = {"host": host, "port": port}
+    overrides: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "proxy_headers": proxy_headers,
+        "forwarded_allow_ips": forwarded_allow_ips,
+    }
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     run_server(settings)
 
@@ -54,6 +79,11 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
     (:mod:`gateway.logs`); the access log follows ``settings.access_log``
     (:mod:`gateway.access_log`); any other
     ``uvicorn.Config`` option may be passed (benches raise ``backlog``, lower ``log_level``).
+
+    Before serving, the process claims its database (:mod:`gateway.process_claim`): a second
+    process on the same database without a shared bus is refused (exit status 3). After
+    SIGINT or SIGTERM and a graceful shutdown, the embedded PostgreSQL (no
+    ``CONFER_DATABASE_URL``) is stopped unless another Confer process still uses it.
     """
     options: dict[str, Any] = {
         "host": settings.host,
@@ -61,15 +91,87 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         "log_level": settings.log_level,
         "access_log": settings.access_log != "off",
         "ws_max_size": settings.max_body_bytes,
+        "proxy_headers": settings.proxy_headers,
+        "forwarded_allow_ips": settings.forwarded_allow_ips,
         **uvicorn_options,
     }
     config = uvicorn.Config(_RefusalAsSentence(create_app(settings)), **options)
     configure_logging(settings.log_format, settings.log_level)  # after Config, which sets its own
-    server = uvicorn.Server(config)
-    with queued_access_log(settings.access_log, settings.access_log_sample_every):
-        server.run()
+    server = _Server(config)
+    warning = public_url_warning(settings)
+    if warning:
+        log.warning(warning)
+    claim_url = direct_database_url(settings)  # starts the embedded server when it is used
+    with (
+        queued_access_log(settings.access_log, settings.access_log_sample_every),
+        asyncio.Runner(loop_factory=config.get_loop_factory()) as runner,
+    ):
+        try:
+            runner.run(_serve_claimed(server, settings, claim_url))
+        except DatabaseInUseError as exc:
+            log.error("refusing to start: %s", exc)
+            raise SystemExit(STARTUP_FAILED) from exc
     if not server.started:
         raise SystemExit(STARTUP_FAILED)
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def public_url_warning(settings: Settings) -> str | None:
+    """The loud warning for a server that listens beyond loopback while its public URL is a
+    loopback one (``CONFER_PUBLIC_URL`` unset or left at localhost): no peer can resolve the
+    DID derived from it (did:web §3.1), and it cannot change once users exist. None when the
+    two agree."""
+    public_host = urlsplit(settings.public_url).hostname or ""
+    if settings.host in _LOOPBACK_NAMES or public_host not in _LOOPBACK_NAMES:
+        return None
+    return (
+        f"CONFER_PUBLIC_URL is {settings.public_url} but the server listens on "
+        f"{settings.host}: peers cannot reach the instance DID {settings.instance_did}. Set "
+        "CONFER_PUBLIC_URL to the https:// URL peers use BEFORE the first users register; "
+        "it cannot change later"
+    )
+
+
+async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: str) -> None:
+    claim = await claim_database(claim_url, shared_bus=bool(settings.nats_url))
+    others: list[int] | None = None
+    try:
+        await server.serve()
+        try:
+            others = await claim.others(this_database=False)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            # the claim's connection is gone (the server restarted?): who else uses the
+            # server is unknown, so it is left running
+            log.warning("could not tell whether another process uses the database", exc_info=True)
+    finally:
+        await claim.release()
+    if settings.database_url is None and others == []:
+        pgdata = settings.data_dir / "pg"
+        if await asyncio.to_thread(stop_embedded_postgres, pgdata):
+            log.info("stopped the embedded PostgreSQL in %s", pgdata.resolve())
+    elif settings.database_url is None:
+        log.info("the embedded PostgreSQL keeps running: another Confer process uses it")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its re-raise of the stopping signal once it has shut down:
+    that would end the process (SIGTERM's default action) before Confer releases its claim
+    and stops the embedded PostgreSQL. A signal still stops the server gracefully; the
+    process then exits with status 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
 
 
 STARTUP_FAILED = 3
@@ -103,7 +205,7 @@ class _RefusalAsSentence:
 @app.command()
 def migrate() -> None:
     """Apply every database migration (Alembic) and print the revision."""
-    url = database_url(Settings())
+    url = direct_database_url(Settings())
     migrations.upgrade(url)
     typer.echo(f"database at revision {migrations.current_revision(url)}")
 
@@ -130,7 +232,7 @@ async def _instance_identity(pool: asyncpg.Pool, settings: Settings) -> Identity
 
 
 async def _with_pool(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    url = database_url(settings)
+    url = direct_database_url(settings)
     await asyncio.to_thread(migrations.upgrade, url)
     pool = await create_pool(url, min_size=1, max_size=2)
     try:
@@ -190,6 +292,38 @@ def admin_set_password(
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"password of {username} set; {revoked} session(s) ended")
+
+
+@app.command()
+def stop() -> None:
+    """Stop the embedded PostgreSQL of CONFER_DATA_DIR unless a Confer process still uses it."""
+    settings = Settings()
+    pgdata = settings.data_dir / "pg"
+    if settings.database_url:
+        typer.echo("nothing to stop: CONFER_DATABASE_URL is set, the embedded PostgreSQL is unused")
+        return
+    url = running_embedded_url(pgdata)
+    if url is None:
+        typer.echo(f"the embedded PostgreSQL in {pgdata.resolve()} is not running")
+        return
+
+    async def users() -> list[int]:
+        conn = await asyncpg.connect(url)
+        try:
+            return await ProcessClaim(conn).others(this_database=False)
+        finally:
+            await conn.close()
+
+    holders = asyncio.run(users())
+    if holders:
+        typer.echo(
+            f"error: {len(holders)} Confer process(es) still use the embedded PostgreSQL in "
+            f"{pgdata.resolve()}; stop them first (it stops with the last one)",
+            err=True,
+        )
+        raise typer.Exit(1)
+    stop_embedded_postgres(pgdata)
+    typer.echo(f"stopped the embedded PostgreSQL in {pgdata.resolve()}")
 
 
 @app.command("new-encryption-key")

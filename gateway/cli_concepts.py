@@ -12,7 +12,7 @@ import typer
 
 from gateway import migrations
 from gateway.agents.embeddings import Embedder
-from gateway.app import database_url
+from gateway.app import direct_database_url
 from gateway.clock import Clock
 from gateway.db import Transaction, create_pool
 from gateway.errors import ConferError, UserNotFoundError
@@ -72,7 +72,7 @@ def import_command(
 
 
 async def _import(settings: Settings, text: str, username: str, session: str) -> dict[str, Any]:
-    url = database_url(settings)
+    url = direct_database_url(settings)
     await asyncio.to_thread(migrations.upgrade, url)
     pool: asyncpg.Pool = await create_pool(url, min_size=1, max_size=2)
     try:

@@ -7,7 +7,8 @@ setting on every pool connection). The first raises :class:`~gateway.errors.Data
 the second asyncpg's ``QueryCanceledError``; the edge answers both 503 ``database_busy`` with
 ``Retry-After`` instead of a queue without bound. A connection that stays in ``LISTEN`` for
 the life of the process comes from :meth:`Pool.connect_direct`, outside the pool, so it never
-holds a request's slot.
+holds a request's slot; it goes to ``direct_url`` when the pool's URL is a connection pooler
+(pgbouncer in transaction mode cannot keep a ``LISTEN`` or a session's advisory lock).
 
 A :class:`Transaction` is the unit of work every write path uses: a connection inside one
 PostgreSQL transaction, plus the work that may run only once that transaction has committed
@@ -113,12 +114,17 @@ async def create_pool(
     max_size: int = 10,
     acquire_timeout: float | None = None,
     statement_timeout: float = 0,
+    statement_cache_size: int = 100,
+    direct_url: str | None = None,
 ) -> Pool:
     """Open a pool on ``url`` whose connections decode ``json``/``jsonb`` to Python values.
 
     ``acquire_timeout`` (seconds, None = without bound) bounds the wait for a free connection;
     ``statement_timeout`` (seconds, 0 = none) is PostgreSQL's ``statement_timeout`` on every
-    connection of the pool and on :meth:`Pool.connect_direct` ones.
+    connection of the pool and on :meth:`Pool.connect_direct` ones. ``statement_cache_size``
+    is asyncpg's prepared-statement cache per pool connection (0 behind pgbouncer in
+    transaction mode, where a prepared statement may be gone by the next transaction);
+    ``direct_url`` (default ``url``) is where :meth:`Pool.connect_direct` connects.
     Raises asyncpg's ``OSError``/``PostgresError`` subclasses when the server is unreachable.
     """
     server_settings = {}
@@ -135,9 +141,10 @@ async def create_pool(
         connection_class=asyncpg.Connection,
         record_class=asyncpg.Record,
         server_settings=server_settings,
+        statement_cache_size=statement_cache_size,
     )
     pool.acquire_timeout = acquire_timeout
-    pool._direct = (url, server_settings)
+    pool._direct = (direct_url or url, server_settings)
     await pool
     return pool
 

@@ -44,6 +44,35 @@ def embedded_postgres_url(data_dir: Path, *, stop_at_exit: bool = False) -> str:
     return str(server.get_uri())  # type: ignore[attr-defined]
 
 
+def running_embedded_url(data_dir: Path) -> str | None:
+    """The URL of the embedded PostgreSQL under ``data_dir`` when it is running, else None
+    (never starts it)."""
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data_dir.resolve())
+    if info is None or not info.is_running():
+        return None
+    return str(info.get_uri())
+
+
+def stop_embedded_postgres(data_dir: Path) -> bool:
+    """Stop the embedded PostgreSQL under ``data_dir`` (``pg_ctl stop -m fast``: sessions are
+    ended, the data is checkpointed); False when it was not running. The caller checks first
+    that no other process uses it. Raises ``subprocess.CalledProcessError`` from pg_ctl."""
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+    from pgserver.utils import PostmasterInfo
+
+    data_dir = data_dir.resolve()
+    _servers.pop(data_dir, None)
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    if info is None or not info.is_running():
+        return False
+    # pgserver runs the server as its own system user when started by root
+    user = "pgserver" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user)
+    return True
+
+
 def with_database(url: str, database: str) -> str:
     """Return ``url`` pointing at another database on the same server (query kept)."""
     parts = urlsplit(url)

@@ -75,6 +75,7 @@ The hierarchy (wire code in brackets)::
       PreconditionFailedError [precondition_failed]
       PreconditionRequiredError [precondition_required]
       RateLimitedError [rate_limited]
+        TooManyConnectionsError [too_many_connections]
       EncryptionNotConfiguredError [encryption_not_configured]
       EncryptionKeyError [encryption_key_error]
       ServiceUnavailableError [service_unavailable]
@@ -356,6 +357,13 @@ class RateLimitedError(ConferError):
     def __init__(self, detail: str, *, retry_after: int) -> None:
         super().__init__(detail, retry_after=retry_after)
         self.headers = {"Retry-After": str(retry_after)}
+
+
+class TooManyConnectionsError(RateLimitedError):
+    """A user already holds ``CONFER_WS_MAX_CONNECTIONS_PER_USER`` WebSocket connections on
+    this process; the new one is closed with 4029 (``docs/websocket.md``)."""
+
+    code, title = "too_many_connections", "Too many WebSocket connections"
 
 
 class SessionNotFoundError(NotFoundError):

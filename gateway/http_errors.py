@@ -37,6 +37,7 @@ WS_CLOSE_FORBIDDEN = 4003
 WS_CLOSE_POLICY_VIOLATION = 1008
 WS_CLOSE_INTERNAL_ERROR = 1011
 WS_CLOSE_TRY_AGAIN_LATER = 1013
+WS_CLOSE_TOO_MANY_CONNECTIONS = 4029
 
 
 class Wire(NamedTuple):
@@ -60,6 +61,7 @@ ERROR_MAPPING: dict[type[e.ConferError], Wire] = {
     e.PreconditionFailedError: Wire(412),
     e.PreconditionRequiredError: Wire(428),
     e.RateLimitedError: Wire(429),
+    e.TooManyConnectionsError: Wire(429, WS_CLOSE_TOO_MANY_CONNECTIONS),
     e.EncryptionNotConfiguredError: Wire(503, WS_CLOSE_INTERNAL_ERROR),
     e.EncryptionKeyError: Wire(500, WS_CLOSE_INTERNAL_ERROR),
     e.ServiceUnavailableError: Wire(503, WS_CLOSE_INTERNAL_ERROR),

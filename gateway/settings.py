@@ -1,4 +1,10 @@
-"""Instance settings, read from ``CONFER_*`` environment variables (pydantic-settings)."""
+"""Instance settings, read from ``CONFER_*`` environment variables and a ``.env`` file
+(pydantic-settings).
+
+Precedence, highest first: arguments given in code (``confer serve --port``), the process
+environment, then ``.env`` in the working directory (``KEY=value`` lines; keys without the
+``CONFER_`` prefix are ignored), then the defaults below.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,9 @@ class Settings(BaseSettings):
     The instance DID is derived from it (did:web §3.1), so it must be the name peers reach.
     """
 
-    model_config = SettingsConfigDict(env_prefix="CONFER_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="CONFER_", extra="ignore", env_file=".env", env_file_encoding="utf-8"
+    )
 
     public_url: str = Field(
         default="",
@@ -32,6 +40,18 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     database_url: str | None = Field(
         default=None, description="PostgreSQL URL; unset = embedded PostgreSQL under data_dir."
+    )
+    database_direct_url: str | None = Field(
+        default=None,
+        description="Direct PostgreSQL URL (not through a pooler) for LISTEN, migrations and "
+        "the process claim; unset = database_url. Set it when database_url is a pgbouncer in "
+        "transaction mode.",
+    )
+    db_statement_cache_size: int = Field(
+        default=100,
+        ge=0,
+        description="asyncpg's prepared-statement cache per pool connection; 0 behind "
+        "pgbouncer in transaction pooling mode.",
     )
     data_dir: Path = Path(".data")
     migrate_on_start: bool = True
@@ -140,6 +160,22 @@ class Settings(BaseSettings):
     )
 
     ws_queue_size: int = Field(default=256, gt=0)
+    ws_max_connections_per_user: int = Field(
+        default=32,
+        gt=0,
+        description="WebSocket connections one user may hold on one process; the next is "
+        "closed with 4029.",
+    )
+    proxy_headers: bool = Field(
+        default=False,
+        description="Trust X-Forwarded-For/-Proto from forwarded_allow_ips (behind a reverse "
+        "proxy); off = the client is the TCP peer.",
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="Comma-separated proxy addresses or networks whose X-Forwarded-* headers "
+        "are trusted when proxy_headers is on ('*' = any).",
+    )
 
     embedding_base_url: str | None = Field(
         default=None,

@@ -60,7 +60,11 @@ class RegisterCreate(ConferModel):
     username: Username
     password: Password
     display_name: Annotated[str, StringConstraints(max_length=128)] | None = None
-    device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "default"
+    device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        default=None,
+        description="Names this device: a later login with the same id replaces its session."
+        " Omitted: the session is a device of its own and ends no other session.",
+    )
     platform: Literal["web", "ios", "android", "desktop", "cli", "api"] | None = None
 
 
@@ -82,7 +86,11 @@ class LoginCreate(ConferModel):
 
     username: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
-    device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "default"
+    device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        default=None,
+        description="Names this device: a later login with the same id replaces its session."
+        " Omitted: the session is a device of its own and ends no other session.",
+    )
     platform: Literal["web", "ios", "android", "desktop", "cli", "api"] | None = None
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from gateway.db import Transaction
+from gateway.errors import TooManyConnectionsError
 from gateway.metrics import EVENTS_FANNED_OUT
 from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
@@ -98,12 +99,20 @@ class EventHub:
             if not group:
                 del self._subscribers[subscriber.user_id]
 
-    async def connect(self, user_id: str) -> Subscriber:
+    async def connect(self, user_id: str, *, max_connections: int | None = None) -> Subscriber:
         """Register a device and make sure this process watches ``user_id`` on the bus.
 
         Returns once the bus subscription is active, so no event committed afterwards is
-        missed by this device.
+        missed by this device. Raises :class:`TooManyConnectionsError` when ``user_id``
+        already has ``max_connections`` devices here (checked and registered in one step of
+        the event loop, so simultaneous handshakes cannot overshoot).
         """
+        if max_connections is not None and self.connections(user_id) >= max_connections:
+            raise TooManyConnectionsError(
+                f"at most {max_connections} WebSocket connections per user on this server;"
+                " close another one first",
+                retry_after=5,
+            )
         subscriber = self.subscribe(user_id)
         watch = self._watching.get(user_id)
         if watch is None or (watch.done() and watch.exception() is not None):

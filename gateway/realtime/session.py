@@ -25,12 +25,14 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 
 from did.resolver import json_nesting_exceeds
+from gateway.errors import TooManyConnectionsError
 from gateway.realtime.hub import EventHub
 from gateway.realtime.subscriber import Subscriber, control_frame
 
 CLOSE_UNSUPPORTED = 1003
 CLOSE_TOO_SLOW = 4008
 CLOSE_HEARTBEAT_TIMEOUT = 4009
+CLOSE_TOO_MANY_CONNECTIONS = 4029  # the user's connection budget on this process is spent
 CLOSE_TIMEOUT = 5.0
 REPLAY_PAGE = 500
 MAX_FRAME_DEPTH = 8
@@ -78,11 +80,13 @@ class Resume:
 
 @dataclass(frozen=True)
 class SessionLimits:
-    """Replay window (events) and heartbeat timing (seconds)."""
+    """Replay window (events), heartbeat timing (seconds) and the most connections one user
+    may hold on this process (None = no bound)."""
 
     replay_window: int = 1000
     ping_interval: float = 25.0
     ping_timeout: float = 20.0
+    max_connections: int | None = None
 
 
 class EventSession:
@@ -108,7 +112,17 @@ class EventSession:
 
     async def run(self, ready: dict[str, Any], resume: Resume | None) -> None:
         """Serve the session; returns after the socket is closed or the client left."""
-        subscriber = await self.hub.connect(self.user_id)
+        try:
+            subscriber = await self.hub.connect(
+                self.user_id, max_connections=self.limits.max_connections
+            )
+        except TooManyConnectionsError as exc:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.websocket.close(code=CLOSE_TOO_MANY_CONNECTIONS, reason=exc.detail[:120]),
+                    CLOSE_TIMEOUT,
+                )
+            return
         tasks: list[asyncio.Task[Any]] = []
         try:
             head = await self.hub.head(self.user_id)

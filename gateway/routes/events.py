@@ -157,6 +157,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         replay_window=settings.ws_replay_window,
         ping_interval=settings.ws_ping_interval_seconds,
         ping_timeout=settings.ws_ping_timeout_seconds,
+        max_connections=settings.ws_max_connections_per_user,
     )
 
     async def on_frame(frame: dict[str, Any]) -> bool:

@@ -113,19 +113,25 @@ class DeviceSessions:
         conn: asyncpg.Connection,
         *,
         user_id: str,
-        device_id: str,
+        device_id: str | None,
         platform: str | None,
         audience: str | None = None,
     ) -> TokenPair:
         """Start a session for one device inside the caller's transaction; an older session
-        of the same device is replaced (one session per device). With ``audience`` it issues
-        resource tokens (the caller records the grant in the same transaction)."""
+        of the same named device is replaced (one session per device). Without a
+        ``device_id`` the session is a device of its own (its id is the session's), so it
+        never ends another session (docs/accounts.md#device-sessions). With ``audience`` it
+        issues resource tokens (the caller records the grant in the same transaction)."""
         now = self._clock.now()
-        await sessions_store.delete_device_sessions(conn, user_id=user_id, device_id=device_id)
+        session_id = new_id()
+        if device_id is None:
+            device_id = session_id
+        else:
+            await sessions_store.delete_device_sessions(conn, user_id=user_id, device_id=device_id)
         expires_at = now + timedelta(seconds=self._settings.session_ttl_seconds)
         session = await sessions_store.insert_session(
             conn,
-            id=new_id(),
+            id=session_id,
             user_id=user_id,
             device_id=device_id,
             platform=platform,

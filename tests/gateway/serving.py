@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 import httpx
@@ -54,13 +55,24 @@ def serve_env(port: int, database_url: str, **extra: str) -> dict[str, str]:
     }
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 @contextlib.asynccontextmanager
-async def confer_serve(env: dict[str, str]) -> AsyncIterator[Served]:
-    """``python -m gateway serve`` with ``env``, once ``/healthz`` answers; killed at exit."""
-    base_url = f"http://localhost:{env['CONFER_PORT']}"
+async def confer_serve(
+    env: dict[str, str],
+    *args: str,
+    cwd: Path | None = None,
+    port: int | None = None,
+) -> AsyncIterator[Served]:
+    """``python -m gateway serve ARGS`` with ``env`` (in ``cwd``), once ``/healthz`` answers
+    on ``port`` (default ``CONFER_PORT``); terminated (then killed) at exit."""
+    base_url = f"http://localhost:{port or env['CONFER_PORT']}"
     log = tempfile.TemporaryFile()
+    # this checkout's gateway, whatever the working directory
+    env = {**env, "PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "serve", env=env, stdout=log, stderr=log
+        sys.executable, "-m", "gateway", "serve", *args, env=env, stdout=log, stderr=log, cwd=cwd
     )
     served = Served(base_url, process, log)
     try:
