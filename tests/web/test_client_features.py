@@ -29,6 +29,7 @@ from tests.web.test_client import (
     chromium,
     expect,
     message,
+    open_chat,
     open_conversation,
     register,
     restarted,
@@ -83,13 +84,15 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         stack.push_async_callback(b_stack.aclose)
         browser = await stack.enter_async_context(chromium())
         alice, bob = await new_page(browser, DESKTOP), await new_page(browser, PHONE)
-        await register(alice, a_url, "alice")
+        alice_did = await register(alice, a_url, "alice")
         bob_did = await register(bob, b_url, "bob")
         b_host = f"localhost:{b_port}"
 
         # Delivered: alice's first message reaches B, and her client says so per destination.
         await alice.get_by_label("Username or DID").fill(bob_did)
         await alice.get_by_role("button", name="Open").click()
+        await expect(alice.get_by_role("heading", level=2)).to_have_text("bob")
+        chat_with_bob = alice.url
         first = "Hello Bob, how is the launch going?"
         await send(alice, first)
         await expect(delivery(alice, first)).to_have_attribute("data-state", "delivered")
@@ -99,7 +102,7 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         await bob.goto(b_url + "/#/agent")
         await bob.get_by_label("Translation provider").select_option("loop")
         await bob.get_by_label("Translation model").fill("loop-translate")
-        await bob.get_by_role("button", name="Save").click()
+        await bob.get_by_role("button", name="Save", exact=True).click()
         await expect(bob.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
         await bob.goto(b_url + "/#/settings")
         await bob.get_by_label(re.compile("^Language")).fill("de")
@@ -133,9 +136,7 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         await alice.get_by_label("Reply in thread").press("Enter")
         await expect(bob.get_by_test_id("thread-message")).to_have_count(3)
         await expect(bob.get_by_test_id("thread-replies")).to_have_text("2 replies")
-        await expect(bob.get_by_test_id("thread-message").nth(2)).to_contain_text(
-            "Great, ship it"
-        )
+        await expect(bob.get_by_test_id("thread-message").nth(2)).to_contain_text("Great, ship it")
         await shot(bob, "thread-phone")
         await bob.get_by_role("link", name="Back to the conversation").click()
         await expect(message(bob, first).get_by_test_id("thread-count")).to_have_text("2 replies")
@@ -170,14 +171,48 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         await expect(delivery(alice, blocked)).to_have_attribute("data-state", "failed")
         await expect(delivery(alice, blocked)).to_contain_text("HTTP 403")
         await shot(alice, "chat-delivery-failed-desktop")
-        await contact.get_by_label(re.compile("^Trust level of")).select_option("trusted")
-        await expect(contact).to_have_attribute("data-trust", "trusted")
+        await contact.get_by_label(re.compile("^Trust level of")).select_option("known")
+        await expect(contact).to_have_attribute("data-trust", "known")
         await bob.reload()
-        await expect(contact).to_have_attribute("data-trust", "trusted")
+        await expect(contact).to_have_attribute("data-trust", "known")
         await expect(contact.get_by_test_id("tag")).to_have_text(["launch", "work"])
         await bob.get_by_label("Filter by tag").select_option("work")
         await expect(bob.get_by_test_id("contact")).to_have_count(1)
         await shot(bob, "contacts-tags-phone")
+
+        # Bob's policy and trust decide whether his agent asks him about alice's requests: a
+        # rule allowing her (answered at once), no rule (he is asked), trusted (answered).
+        await bob.goto(b_url + "/#/agent")
+        agent_did = await bob.get_by_test_id("agent-did").inner_text()
+        await bob.get_by_role("button", name="Add rule").click()
+        await bob.get_by_label("Peer of rule 1").fill(alice_did)
+        await bob.get_by_label("Action of rule 1").select_option("ask")
+        await bob.get_by_label("Effect of rule 1").select_option("allow")
+        await bob.get_by_role("button", name="Save policy").click()
+        await expect(bob.get_by_role("status").filter(has_text="Policy saved.")).to_be_visible()
+        await bob.reload()
+        await expect(bob.get_by_label("Peer of rule 1")).to_have_value(alice_did)
+        await shot(bob, "agent-policy-phone")
+        await open_chat(alice, agent_did)
+        answers = alice.get_by_test_id("message").filter(has_text="offline provider")
+        await send(alice, "When is the launch?")
+        await expect(answers).to_have_count(1)
+        await bob.get_by_role("button", name="Remove rule 1").click()
+        await bob.get_by_role("button", name="Save policy").click()
+        await expect(bob.get_by_test_id("policy-rule")).to_have_count(0)
+        await expect(bob.get_by_role("status").filter(has_text="Policy saved.")).to_be_visible()
+        await send(alice, "Who decided the date?")
+        await bob.goto(b_url + "/#/")
+        request = bob.get_by_test_id("conversation").filter(has_text="Permission request")
+        await expect(request).to_have_count(1)
+        await bob.goto(b_url + "/#/contacts")
+        await contact.get_by_label(re.compile("^Trust level of")).select_option("trusted")
+        await expect(contact).to_have_attribute("data-trust", "trusted")
+        await send(alice, "Is the budget approved?")
+        await expect(answers).to_have_count(2)
+        mine = alice.get_by_test_id("message").filter(has=alice.locator(".who", has_text="You"))
+        await expect(mine.filter(has_text="Is the budget approved?")).to_have_count(1)
+        await alice.goto(chat_with_bob)
 
         # B is down: alice's message is retried, and delivered once B is back.
         await b_stack.aclose()
@@ -279,7 +314,9 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
         ).not_to_be_checked()
         await shot(alice, "settings-desktop")
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            me = await http.get("/v1/me", headers={"Authorization": f"Bearer {await token_of(alice)}"})
+            me = await http.get(
+                "/v1/me", headers={"Authorization": f"Bearer {await token_of(alice)}"}
+            )
             assert me.json()["preferences"]["privacy"] == {"allow_offline_response": False}
             assert me.json()["preferences"]["notification"]["push"] is True
 

@@ -4,12 +4,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { attempt, errorText, go, store } from "./ui";
 
-const TRUST = [
-  ["unknown", "unknown"],
-  ["known", "known"],
-  ["trusted", "trusted (no consent asked for L2 actions)"],
-  ["blocked", "blocked (refused)"],
-];
+const TRUST = ["unknown", "known", "trusted", "blocked"];
 
 /** "a, b ,, c" → ["a", "b", "c"] (duplicates and blanks dropped). */
 export function parseTags(text: string): string[] {
@@ -29,7 +24,7 @@ function Contact({ c, run, setError }: { c: any; run: (fn: () => Promise<unknown
         <label class="inline">Trust{" "}
           <select aria-label={`Trust level of ${name}`} value={c.trust_level}
             onChange={(e) => void patch({ trust_level: (e.target as HTMLSelectElement).value })}>
-            {TRUST.map(([v, label]) => <option value={v}>{label}</option>)}
+            {TRUST.map((v) => <option value={v}>{v}</option>)}
           </select>
         </label>
         <form class="row inline" onSubmit={(e) => { e.preventDefault(); void patch({ tags: parseTags(tags) }); }}>
@@ -76,6 +71,8 @@ export function Contacts() {
   return (
     <section class="panel">
       <h2>Contacts</h2>
+      <p class="muted small">Trust: <strong>blocked</strong> contacts are refused; <strong>trusted</strong> ones skip the
+        consent question for level-2 actions; <strong>unknown</strong> and <strong>known</strong> go through your agent's policy.</p>
       <form onSubmit={add}>
         <label>DID <input name="did" required placeholder="did:web:other.example:users:bob" /></label>
         <label>Alias <input name="alias" /></label>

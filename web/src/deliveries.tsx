@@ -35,16 +35,30 @@ export async function loadDeliveries(conv: Conversation, list: Message[]): Promi
   }
 }
 
+/** A failure reason for people: a peer's problem+json answer (RFC 9457) shown by its title. */
+export function readableReason(reason: string | null | undefined): string {
+  if (!reason) return "";
+  const m = reason.match(/^(HTTP \d{3}):\s*(\{.*\})\s*$/s);
+  if (!m) return reason;
+  try {
+    const problem = JSON.parse(m[2]);
+    const text = problem.title || problem.detail;
+    return typeof text === "string" && text ? `${m[1]} — ${text}` : m[1];
+  } catch {
+    return m[1];
+  }
+}
+
 function describe(d: Delivery): string {
   switch (d.state) {
     case "delivered":
       return "delivered";
     case "failed":
-      return `failed${d.reason ? `: ${d.reason}` : ""}`;
+      return `failed${d.reason ? `: ${readableReason(d.reason)}` : ""}`;
     case "retrying": {
       const next = d.parked ? "the instance is unreachable; retried when it answers again"
         : d.next_attempt_at ? `next try ${new Date(d.next_attempt_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })}` : "";
-      return `retrying (${d.attempts} ${d.attempts === 1 ? "attempt" : "attempts"}${d.reason ? `, ${d.reason}` : ""})${next ? ` · ${next}` : ""}`;
+      return `retrying (${d.attempts} ${d.attempts === 1 ? "attempt" : "attempts"}${d.reason ? `, ${readableReason(d.reason)}` : ""})${next ? ` · ${next}` : ""}`;
     }
     default:
       return "queued";
@@ -62,7 +76,7 @@ export function DeliveryStatus({ m }: { m: Message }) {
     <ul class="deliveries" aria-label="Delivery status">
       {items.map((d) => (
         <li key={d.id} data-testid="delivery" data-state={d.state} class={`delivery delivery-${d.state}`}
-          title={d.peer_did}>
+          title={`${d.peer_did}${d.reason ? `\n${d.reason}` : ""}`}>
           <span aria-hidden="true">{ICON[d.state]}</span> {d.destination}: {describe(d)}
         </li>
       ))}

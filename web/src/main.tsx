@@ -14,6 +14,7 @@ import { ProjectMemory } from "./projects";
 import { Contacts } from "./contacts";
 import { Members } from "./members";
 import { Settings } from "./settings";
+import { PolicyEditor } from "./policies";
 
 function useRoute(): string {
   const [hash, setHash] = useState(location.hash);
@@ -266,13 +267,15 @@ function Chat({ id }: { id: string }) {
   const [editing, setEditing] = useState<Message | null>(null);
   const [text, setText] = useState("");
   const [error, setError] = useState("");
-  const bottom = useRef<HTMLDivElement>(null);
+  const bottom = useRef<HTMLLIElement>(null);
   const input = useRef<HTMLTextAreaElement>(null);
   const lastTyping = useRef(0);
   useEffect(() => void s.open(id), [id]);
   useEffect(() => void (conv && loadDeliveries(conv, list)), [list.length, conv?.participants.length]);
   // Follow the newest message; loading older ones (prepended) keeps the view where it is.
-  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [list[list.length - 1]?.id, pending.length, streams.map((x) => x.text).join()]);
+  const lastId = list[list.length - 1]?.id;
+  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }),
+    [lastId, pending.length, streams.map((x) => x.text).join(), s.deliveries.get(lastId ?? "")?.map((d) => d.state).join()]);
   if (!conv) return <section class="chat"><p>Loading…</p></section>;
   const byId = new Map(list.map((m) => [m.id, m]));
   const typing = s.typing.get(id);
@@ -388,8 +391,8 @@ function Chat({ id }: { id: string }) {
             <p class="text">{x.text}</p>
           </li>
         ))}
+        <li ref={bottom} class="end" aria-hidden="true" />
       </ol>
-      <div ref={bottom} />
       {typing && typing.until > Date.now() && <p class="typing muted" aria-live="polite">{typing.name} is typing…</p>}
       {conv.archived_at ? <p class="muted">This conversation is archived.</p> : conv.membership?.role === "observer" ? (
         <p class="muted observer" role="note">You are an observer here: you can read, not post.</p>
@@ -468,6 +471,7 @@ function AgentSettings() {
         <button type="submit">Save</button>
         {status && <p role="status">{status}</p>}
       </form>
+      <PolicyEditor agent={agent} saved={setAgent} />
       <LlmKeys providers={providers} />
     </section>
   );

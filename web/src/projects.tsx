@@ -90,7 +90,7 @@ export function ProjectMemory() {
       {versions.length > 0 && (
         <section aria-label="Versions">
           <h3>Versions</h3>
-          <ol class="versions" reversed>{versions.map((v) => (
+          <ul class="versions">{versions.map((v) => (
             <li data-testid="pm-history" key={v.version}>
               Version {v.version} <span class="muted">{new Date(v.created_at).toLocaleString()}{v.written_via ? ` · via ${v.written_via}` : ""}</span>{" "}
               <button onClick={() => setViewing(v)} aria-label={`View version ${v.version}`}>View</button>
@@ -99,7 +99,7 @@ export function ProjectMemory() {
                   void write({ facts_md: v.facts_md ?? "", decisions_md: v.decisions_md ?? "" }, `Restored version ${v.version}.`)}>Restore</button>
               )}
             </li>
-          ))}</ol>
+          ))}</ul>
           {viewing && (
             <article data-testid="pm-viewing" aria-label={`Version ${viewing.version}`}>
               <h4>Version {viewing.version}</h4>
