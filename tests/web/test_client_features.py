@@ -192,6 +192,7 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         await expect(bob.get_by_role("status").filter(has_text="Policy saved.")).to_be_visible()
         await bob.reload()
         await expect(bob.get_by_label("Peer of rule 1")).to_have_value(alice_did)
+        await bob.get_by_role("form", name="Policy").scroll_into_view_if_needed()
         await shot(bob, "agent-policy-phone")
         await open_chat(alice, agent_did)
         answers = alice.get_by_test_id("message").filter(has_text="offline provider")

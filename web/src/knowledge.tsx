@@ -2,11 +2,11 @@
 // "Knowledge"): list by priority, add (the same content twice is stored once), delete, search.
 import { useEffect, useState } from "preact/hooks";
 import { parseTags } from "./contacts";
+import { SearchBox } from "./search";
 import { attempt, store } from "./ui";
 
 export function Knowledge() {
   const [items, setItems] = useState<any[]>([]);
-  const [hits, setHits] = useState<any[] | null>(null);
   const [status, setStatus] = useState("");
   const [error, setError] = useState("");
   const load = () => store.api.call("GET", "/v1/knowledge?limit=200").then(setItems);
@@ -27,17 +27,8 @@ export function Knowledge() {
       await load();
     });
   }
-  function search(ev: Event) {
-    ev.preventDefault();
-    const q = String(new FormData(ev.target as HTMLFormElement).get("q")).trim();
-    if (!q) return setHits(null);
-    void attempt(setError, async () => {
-      const r = await store.api.call("GET", `/v1/search?scope=knowledge&q=${encodeURIComponent(q)}`);
-      setHits(r.hits);
-    });
-  }
   const remove = (k: any) => confirm(`Delete “${k.title || k.content.slice(0, 40)}”?`) &&
-    attempt(setError, async () => { await store.api.call("DELETE", `/v1/knowledge/${k.id}`); await load(); setHits(null); });
+    attempt(setError, async () => { await store.api.call("DELETE", `/v1/knowledge/${k.id}`); await load(); });
   return (
     <section class="panel">
       <h2>Knowledge</h2>
@@ -53,18 +44,8 @@ export function Knowledge() {
         <button type="submit">Add knowledge</button>
         {status && <span role="status" class="muted"> {status}</span>}
       </form>
-      <form onSubmit={search} class="row" role="search">
-        <label>Search knowledge <input name="q" type="search" /></label>
-        <button type="submit">Search</button>
-      </form>
       {error && <p role="alert" class="error">{error}</p>}
-      {hits && (
-        <section aria-label="Search results">
-          <h3>Results</h3>
-          {hits.length === 0 ? <p class="muted" data-testid="no-hits">Nothing found.</p> :
-            <ul>{hits.map((h) => <li data-testid="hit">{h.title && <strong>{h.title}: </strong>}{h.text} <span class="muted">({h.method})</span></li>)}</ul>}
-        </section>
-      )}
+      <SearchBox scope="knowledge" label="Search knowledge" key={items.length} />
       <ul class="memories" aria-label="Knowledge entries">{items.map((k) => (
         <li data-testid="knowledge" key={k.id}>
           {k.title && <strong>{k.title}</strong>} <span class="text">{k.content}</span>

@@ -15,6 +15,7 @@ import { Contacts } from "./contacts";
 import { Members } from "./members";
 import { Settings } from "./settings";
 import { PolicyEditor } from "./policies";
+import { SearchBox } from "./search";
 
 function useRoute(): string {
   const [hash, setHash] = useState(location.hash);
@@ -532,7 +533,6 @@ const MEMORY_TYPES = ["fact", "preference", "decision", "learning", "procedure"]
 function Memories() {
   const agentId = String(store.me?.agent_did ?? "").split(":").pop();
   const [items, setItems] = useState<any[]>([]);
-  const [hits, setHits] = useState<any[] | null>(null);
   const [error, setError] = useState("");
   const load = () => store.api.call("GET", `/v1/agents/${agentId}/memories`).then(setItems);
   useEffect(() => void load(), []);
@@ -555,15 +555,6 @@ function Memories() {
       await load();
     });
   }
-  function search(ev: Event) {
-    ev.preventDefault();
-    const q = String(new FormData(ev.target as HTMLFormElement).get("q")).trim();
-    if (!q) return setHits(null);
-    void run(async () => {
-      const r = await store.api.call("GET", `/v1/search?scope=memories&q=${encodeURIComponent(q)}`);
-      setHits(r.hits);
-    });
-  }
   return (
     <section class="panel">
       <h2>My agent's memories</h2>
@@ -575,18 +566,8 @@ function Memories() {
         </div>
         <button type="submit">Add memory</button>
       </form>
-      <form onSubmit={search} class="row" role="search">
-        <label>Search memories <input name="q" type="search" /></label>
-        <button type="submit">Search</button>
-      </form>
       {error && <p role="alert" class="error">{error}</p>}
-      {hits && (
-        <section aria-label="Search results">
-          <h3>Results</h3>
-          {hits.length === 0 ? <p class="muted">Nothing found.</p> :
-            <ul>{hits.map((h) => <li data-testid="hit">{h.text} <span class="muted">({h.method})</span></li>)}</ul>}
-        </section>
-      )}
+      <SearchBox scope="memories" label="Search memories" />
       <ul class="memories">{items.map((m) => (
         <li data-testid="memory">{m.content} <span class="muted">{m.type} · importance {m.importance} · used {m.uses}×</span>{" "}
           <button class="danger" aria-label={`Delete memory: ${m.content}`}
