@@ -321,6 +321,25 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
             assert me.json()["preferences"]["privacy"] == {"allow_offline_response": False}
             assert me.json()["preferences"]["notification"]["push"] is True
 
+        # The password: a wrong current one is refused; the new one is the one that logs in.
+        await alice.get_by_label("Current password").fill("not-alice-password")
+        await alice.get_by_label("New password").fill("alice-new-password-2")
+        await alice.get_by_role("button", name="Change password").click()
+        await expect(alice.get_by_role("alert")).to_have_text("the current password is wrong")
+        await alice.get_by_label("Current password").fill("alice-browser-password")
+        await alice.get_by_role("button", name="Change password").click()
+        await expect(alice.get_by_role("status").filter(has_text="Password changed")).to_have_text(
+            "Password changed; 0 other sessions were signed out."
+        )
+        await alice.get_by_role("button", name="Log out alice").click()
+        await alice.get_by_label("Username").fill("alice")
+        await alice.get_by_label("Password").fill("alice-browser-password")
+        await alice.get_by_role("button", name="Log in", exact=True).click()
+        await expect(alice.get_by_role("alert")).to_be_visible()
+        await alice.get_by_label("Password").fill("alice-new-password-2")
+        await alice.get_by_role("button", name="Log in", exact=True).click()
+        await expect(alice.get_by_role("button", name="New group")).to_be_visible()
+
         # Group roles: alice makes carol an admin and steps down; carol, the only admin, cannot
         # step down too; dave as an observer reads but cannot post; then carol removes him.
         await alice.get_by_role("button", name="New group").click()

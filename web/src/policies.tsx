@@ -7,7 +7,7 @@ import { useState } from "preact/hooks";
 import { attempt, store } from "./ui";
 
 interface Rule { peer?: string | null; action: string; pattern?: string | null; effect: string }
-const ACTIONS = [["read", "read (L1)"], ["ask", "ask, e.g. a message (L2)"], ["share", "share (L2)"], ["commit", "commit (L3)"]];
+const ACTIONS = [["read", "read (L1)"], ["ask", "ask (L2, messages)"], ["share", "share (L2)"], ["commit", "commit (L3)"]];
 const EFFECTS = ["allow", "ask", "deny"];
 
 export function PolicyEditor({ agent, saved }: { agent: any; saved: (a: any) => void }) {

@@ -3,7 +3,7 @@
 // for me while I am away. The server validates each field (BCP 47 tag, IANA zone, URL) and its
 // refusal is shown next to the form.
 import { useState } from "preact/hooks";
-import { attempt, useStore } from "./ui";
+import { attempt, store, useStore } from "./ui";
 
 const LANGUAGES = ["en", "es", "de", "fr", "it", "pt", "nl", "zh", "ja", "ko", "ar", "ru"];
 
@@ -81,7 +81,42 @@ export function Settings() {
         <button type="submit">Save</button>
         {status && <span role="status"> {status}</span>}
       </form>
+      <PasswordForm />
     </section>
+  );
+}
+
+/** PUT /v1/me/password: the current password is checked; every other session then ends. */
+function PasswordForm() {
+  const [error, setError] = useState("");
+  const [status, setStatus] = useState("");
+  async function change(ev: Event) {
+    ev.preventDefault();
+    const form = ev.target as HTMLFormElement;
+    const f = new FormData(form);
+    setStatus("");
+    let revoked = 0;
+    const ok = await attempt(setError, async () => {
+      const r = await store.api.call("PUT", "/v1/me/password", {
+        current_password: f.get("current_password"), new_password: f.get("new_password") });
+      revoked = r.revoked;
+    });
+    if (ok) {
+      form.reset();
+      setStatus(`Password changed; ${revoked === 1 ? "1 other session was" : `${revoked} other sessions were`} signed out.`);
+    }
+  }
+  return (
+    <form onSubmit={change} aria-label="Change password">
+      <fieldset>
+        <legend>Password</legend>
+        <label>Current password <input name="current_password" type="password" autocomplete="current-password" required /></label>
+        <label>New password <input name="new_password" type="password" autocomplete="new-password" minLength={8} required /></label>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit">Change password</button>
+        {status && <span role="status"> {status}</span>}
+      </fieldset>
+    </form>
   );
 }
 
