@@ -440,4 +440,7 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
         await expect(alice.get_by_test_id("context-system")).not_to_contain_text(
             "Alice prefers short answers"
         )
+        await carol.get_by_role("link", name="Settings", exact=True).click()
+        await expect(carol.get_by_role("heading", name="Profile and preferences")).to_be_visible()
+        await shot(carol, "settings-phone")
     print(f"browser test took {time.monotonic() - started:.1f} s")

@@ -46,6 +46,7 @@ export function Knowledge() {
       </form>
       {error && <p role="alert" class="error">{error}</p>}
       <SearchBox scope="knowledge" label="Search knowledge" key={items.length} />
+      {items.length > 0 && <h3>Entries ({items.length})</h3>}
       <ul class="memories" aria-label="Knowledge entries">{items.map((k) => (
         <li data-testid="knowledge" key={k.id}>
           {k.title && <strong>{k.title}</strong>} <span class="text">{k.content}</span>

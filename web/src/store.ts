@@ -139,6 +139,8 @@ export class Store {
     this.openId = null;
     this.older.clear();
     this.presence.clear();
+    this.deliveries.clear();
+    this.translations.clear();
     this.conversations.clear();
     this.messages.clear();
     this.last.clear();

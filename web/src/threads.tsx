@@ -38,6 +38,8 @@ async function loadThread(api: any, cid: string, root: string): Promise<Message[
   return items;
 }
 
+/** The thread of ``root`` in conversation ``id``; ``Body`` renders one message (passed in by
+ * main.tsx, which owns the renderers, so this module does not import the entry point). */
 export function ThreadView({ id, root, Body }: { id: string; root: string; Body: (p: { m: Message }) => any }) {
   const s = useStore();
   const conv = s.conversations.get(id);
@@ -52,8 +54,9 @@ export function ThreadView({ id, root, Body }: { id: string; root: string; Body:
   const byId = new Map(fetched.map((m) => [m.id, m]));
   for (const m of s.messages.get(id) ?? []) if (m.id === root || m.thread_root === root) byId.set(m.id, m);
   const items = [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
-  const [first, ...replies] = items;
-  const pending = s.pending.filter((p) => p.conversation_id === id && p.body.in_reply_to && replies.concat(first ?? []).some((m) => m.id === p.body.in_reply_to));
+  const replies = items.slice(1);
+  const inThread = new Set(items.map((m) => m.id));
+  const pending = s.pending.filter((p) => p.conversation_id === id && inThread.has(String(p.body.in_reply_to)));
   async function submit(ev?: Event) {
     ev?.preventDefault();
     const content = text.trim();
