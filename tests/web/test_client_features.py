@@ -118,6 +118,19 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         assert call["messages"][-1] == {"role": "user", "content": first}
         await shot(bob, "chat-translation-phone")
 
+        # Automatic translation: from now on alice's new messages arrive translated for bob.
+        auto = bob.get_by_label("Translate new messages into de")
+        await auto.check()
+        await expect(auto).to_be_checked()
+        venue = "The venue is booked for Friday"
+        await send(alice, venue)
+        await expect(message(bob, venue).get_by_test_id("translation")).to_contain_text(
+            f"echo: {venue}"
+        )
+        await auto.uncheck()
+        await bob.reload()
+        await expect(bob.get_by_label("Translate new messages into de")).not_to_be_checked()
+
         # A thread: bob answers in it on B, alice sees the count on A and answers too.
         await message(bob, first).get_by_role("link", name="Open thread").click()
         await expect(bob.get_by_role("heading", name="Thread")).to_be_visible()

@@ -7,7 +7,7 @@ import { errorText, go, store, useStore } from "./ui";
 import { FileBody } from "./files";
 import { DeliveryStatus, loadDeliveries } from "./deliveries";
 import { ThreadAction, ThreadLink, ThreadView } from "./threads";
-import { TranslateButton, TranslationView, canTranslate } from "./translate";
+import { AutoTranslate, TranslateButton, TranslationView, canTranslate } from "./translate";
 import { ContextInspector } from "./inspector";
 import { Knowledge } from "./knowledge";
 import { ProjectMemory } from "./projects";
@@ -342,6 +342,7 @@ function Chat({ id }: { id: string }) {
         <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : partner?.did}</span>
         {conv.type === "group" && <a href={`#/c/${id}/members`}>Members and settings</a>}
         {conv.participants.some((p) => p.did === s.me.agent_did) && <a href={`#/c/${id}/context`}>Inspect context</a>}
+        <AutoTranslate id={id} />
       </header>
       <ol class="messages" aria-label="Messages" aria-live="polite">
         {s.older.has(id) && (

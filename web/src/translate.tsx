@@ -1,7 +1,7 @@
 // Translations on request: a message of someone else, translated by my agent's `translation`
 // model into my preferred language (Settings), stored as a linked variant on the server and
 // shown under the original, which never changes (docs/agents.md "Translations").
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { Message } from "./store";
 import { attempt, useStore } from "./ui";
 
@@ -47,5 +47,35 @@ export function TranslationView({ m }: { m: Message }) {
       <p class="muted small">Translated into {t.to}{t.model ? ` by ${t.provider}/${t.model}` : ""}{" "}
         <button class="link" onClick={() => { s.translations.delete(m.id); s.changed(); }}>Show original only</button></p>
     </div>
+  );
+}
+
+/** "Translate new messages" in a conversation: others' new messages are then translated into
+ * my language by the server (PUT/DELETE …/auto-translation) and arrive as `message.translated`. */
+export function AutoTranslate({ id }: { id: string }) {
+  const s = useStore();
+  const [language, setLanguage] = useState<string | null | undefined>(undefined);
+  const [error, setError] = useState("");
+  const path = `/v1/conversations/${id}/auto-translation`;
+  useEffect(() => {
+    void s.api.call("GET", path).then((r) => setLanguage(r.language ?? null), () => setLanguage(null));
+  }, [id]);
+  if (language === undefined) return null;
+  const to = myLanguage(s.me);
+  async function toggle(on: boolean) {
+    await attempt(setError, async () => {
+      if (on) setLanguage((await s.api.call("PUT", path, { to })).language);
+      else {
+        await s.api.call("DELETE", path);
+        setLanguage(null);
+      }
+    });
+  }
+  return (
+    <label class="check inline auto-translate">
+      <input type="checkbox" checked={!!language} onChange={(e) => void toggle((e.target as HTMLInputElement).checked)} />
+      {" "}Translate new messages into {language ?? to}
+      {error && <span role="alert" class="error"> {error}</span>}
+    </label>
   );
 }
