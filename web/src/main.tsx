@@ -27,7 +27,6 @@ function useRoute(): string {
   return hash.replace(/^#/, "") || "/";
 }
 
-
 function Auth() {
   const [mode, setMode] = useState<"login" | "register">("login");
   const [error, setError] = useState("");

@@ -86,7 +86,7 @@ export function ThreadView({ id, root, Body }: { id: string; root: string; Body:
         ))}
       </ol>
       {error && <p role="alert" class="error">{error}</p>}
-      {conv && !conv.archived_at && (
+      {conv && !conv.archived_at && conv.membership?.role !== "observer" && (
         <form class="composer" onSubmit={submit}>
           <div class="row">
             <textarea aria-label="Reply in thread" placeholder="Reply in thread" rows={1} value={text}
