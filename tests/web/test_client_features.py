@@ -375,6 +375,7 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
             "only admin: make someone else an admin first"
         )
         await expect(carol.get_by_label("Role of You")).to_have_value("admin")
+        await shot(carol, "group-last-admin-phone")
         await carol.get_by_label("Role of dave").select_option("observer")
         await expect(carol.get_by_test_id("member").filter(has_text="dave")).to_have_attribute(
             "data-role", "observer"
