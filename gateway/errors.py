@@ -60,6 +60,7 @@ The hierarchy (wire code in brackets)::
         ConversationArchivedError [conversation_archived]
         NotAGroupError [not_a_group]
         AlreadyParticipantError [already_participant]
+        LastAdminError [last_admin]
         EditConflictError [edit_conflict]
         ThreadExistsError [thread_exists]
         KnowledgeDuplicateError [knowledge_duplicate]
@@ -215,6 +216,10 @@ class NotAGroupError(ConflictError):
 
 class AlreadyParticipantError(ConflictError):
     code, title = "already_participant", "Already a participant"
+
+
+class LastAdminError(ConflictError):
+    code, title = "last_admin", "A group keeps at least one admin"
 
 
 class ParticipantNotFoundError(NotFoundError):

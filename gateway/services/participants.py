@@ -18,6 +18,7 @@ from gateway.errors import (
     AlreadyParticipantError,
     ConversationNotFoundError,
     GroupTooLargeError,
+    LastAdminError,
     NotAGroupError,
     NotConversationAdminError,
     ParticipantNotFoundError,
@@ -232,7 +233,12 @@ async def update_participant_role(
     participant_id: str,
     data: ParticipantUpdate,
 ) -> None:
-    """Change a participant's role (admins only)."""
+    """Change a participant's role (admins only).
+
+    Raises NotConversationAdminError (403) for a caller who is not an admin,
+    ParticipantNotFoundError (404), and LastAdminError (409) when the change would leave the
+    conversation without an admin (leaving is different: the earliest member is promoted).
+    """
     async with transaction(pool) as tx:
         conn = tx.conn
         _, membership = await require_membership(
@@ -244,6 +250,12 @@ async def update_participant_role(
         )
         if row is None:
             raise ParticipantNotFoundError(f"no participant {participant_id}")
+        if row.role == "admin" and data.role != "admin":
+            members = await conv_store.list_participants(conn, conversation_id=conversation_id)
+            if not any(m["role"] == "admin" and m["id"] != row.id for m in members):
+                raise LastAdminError(
+                    "this is the group's only admin: make someone else an admin first"
+                )
         row = await conv_store.update_participant(conn, participant_id=row.id, role=data.role)
         await conv_store.promote_oldest_member(conn, conversation_id=conversation_id)
         await _announce(tx, hub, conversation_id, "role", _participant_json(row, None))

@@ -233,3 +233,26 @@ async def test_remote_dids_of_a_group_are_fetched_with_bounded_concurrency(
         assert refused.status_code == 422, refused.text
     # concurrent, but never more than two fetches at once to one host
     assert seen["peak"] == 2, seen
+
+
+async def test_a_role_change_never_leaves_a_group_without_an_admin(instance: Instance) -> None:
+    alice, bob = [await instance.register(n) for n in ("alice", "bob")]
+    g = (await _create(alice, type="group", participant_dids=[bob.did])).json()
+    path = f"/v1/conversations/{g['id']}/participants"
+    ids = {p["did"]: p["id"] for p in g["participants"]}
+    alone = await alice.request("PATCH", f"{path}/{ids[alice.did]}", json={"role": "member"})
+    assert alone.status_code == 409 and alone.json()["code"] == "last_admin"
+    assert "someone else an admin" in alone.json()["detail"]
+    promoted = await alice.request("PATCH", f"{path}/{ids[bob.did]}", json={"role": "admin"})
+    assert promoted.status_code == 204
+    stepped = await alice.request("PATCH", f"{path}/{ids[alice.did]}", json={"role": "member"})
+    assert stepped.status_code == 204
+    refused = await alice.request("PATCH", f"{path}/{ids[bob.did]}", json={"role": "member"})
+    assert refused.status_code == 403 and refused.json()["code"] == "not_conversation_admin"
+    last = await bob.request("PATCH", f"{path}/{ids[bob.did]}", json={"role": "observer"})
+    assert last.status_code == 409 and last.json()["code"] == "last_admin"
+    seen = (await alice.request("GET", f"/v1/conversations/{g['id']}")).json()
+    assert {p["did"]: p["role"] for p in seen["participants"]} == {
+        alice.did: "member",
+        bob.did: "admin",
+    }

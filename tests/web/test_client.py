@@ -297,7 +297,7 @@ async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> 
         bob_did = await register(bob, b_url, "bob")
 
         # A file from alice to carol (both on A): upload, then carol downloads the same bytes.
-        # File bytes do not cross instances yet: a peer receives only a message's text.
+        # (A file across instances: test_client_features.py.)
         await open_chat(alice, "carol")
         await expect(alice.get_by_role("heading", level=2)).to_have_text("carol")
         payload = b"Quarterly numbers\n" * 200

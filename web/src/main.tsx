@@ -3,15 +3,20 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import hljs from "highlight.js/lib/common";
 import { ApiError } from "./api";
 import { Consent, consentRoute } from "./consent";
-import { Conversation, Message, Store } from "./store";
-
-const store = new Store();
-
-function useStore() {
-  const [, tick] = useState(0);
-  useEffect(() => store.subscribe(() => tick((n) => n + 1)), []);
-  return store;
-}
+import { Message } from "./store";
+import { errorText, go, store, useStore } from "./ui";
+import { FileBody } from "./files";
+import { DeliveryStatus, loadDeliveries } from "./deliveries";
+import { ThreadAction, ThreadLink, ThreadView } from "./threads";
+import { AutoTranslate, TranslateButton, TranslationView, canTranslate } from "./translate";
+import { ContextInspector } from "./inspector";
+import { Knowledge } from "./knowledge";
+import { ProjectMemory } from "./projects";
+import { Contacts } from "./contacts";
+import { Members } from "./members";
+import { Settings } from "./settings";
+import { PolicyEditor } from "./policies";
+import { SearchBox } from "./search";
 
 function useRoute(): string {
   const [hash, setHash] = useState(location.hash);
@@ -22,9 +27,6 @@ function useRoute(): string {
   }, []);
   return hash.replace(/^#/, "") || "/";
 }
-
-const go = (path: string) => (location.hash = path);
-const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 function Auth() {
   const [mode, setMode] = useState<"login" | "register">("login");
@@ -182,16 +184,6 @@ function Code({ source, language }: { source: string; language?: string }) {
   return <pre class="code"><code class="hljs" dangerouslySetInnerHTML={{ __html: html }} /></pre>;
 }
 
-async function download(id: string, filename: string) {
-  const blob: Blob = await store.api.call("GET", `/v1/attachments/${id}`);
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = filename;
-  a.click();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
-}
-
 function PermissionCard({ m }: { m: Message }) {
   const s = useStore();
   const j = m.content_json ?? {};
@@ -241,13 +233,7 @@ function Body({ m }: { m: Message }) {
     case "code":
       return <Code source={m.content ?? ""} language={j?.language} />;
     case "file":
-      return (
-        <p>{m.content && <span>{m.content} </span>}
-          <button class="file" onClick={() => download(j.attachment_id, j.filename)}>
-            Download {j.filename}{j.size_bytes ? ` (${Math.ceil(j.size_bytes / 1024)} KiB)` : ""}
-          </button>
-        </p>
-      );
+      return <FileBody m={m} />;
     case "permission_request":
       return <PermissionCard m={m} />;
     case "tool_call":
@@ -282,12 +268,15 @@ function Chat({ id }: { id: string }) {
   const [editing, setEditing] = useState<Message | null>(null);
   const [text, setText] = useState("");
   const [error, setError] = useState("");
-  const bottom = useRef<HTMLDivElement>(null);
+  const bottom = useRef<HTMLLIElement>(null);
   const input = useRef<HTMLTextAreaElement>(null);
   const lastTyping = useRef(0);
   useEffect(() => void s.open(id), [id]);
+  useEffect(() => void (conv && loadDeliveries(conv, list)), [list.length, conv?.participants.length]);
   // Follow the newest message; loading older ones (prepended) keeps the view where it is.
-  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [list[list.length - 1]?.id, pending.length, streams.map((x) => x.text).join()]);
+  const lastId = list[list.length - 1]?.id;
+  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }),
+    [lastId, pending.length, streams.map((x) => x.text).join(), s.deliveries.get(lastId ?? "")?.map((d) => d.state).join()]);
   if (!conv) return <section class="chat"><p>Loading…</p></section>;
   const byId = new Map(list.map((m) => [m.id, m]));
   const typing = s.typing.get(id);
@@ -352,6 +341,8 @@ function Chat({ id }: { id: string }) {
         {conv.type !== "group" && presence && <span class={`presence presence-${presence}`} data-testid="presence">{presence}</span>}
         <span class="muted">{conv.type === "group" ? `${conv.participants.length} members` : partner?.did}</span>
         {conv.type === "group" && <a href={`#/c/${id}/members`}>Members and settings</a>}
+        {conv.participants.some((p) => p.did === s.me.agent_did) && <a href={`#/c/${id}/context`}>Inspect context</a>}
+        <AutoTranslate id={id} />
       </header>
       <ol class="messages" aria-label="Messages" aria-live="polite">
         {s.older.has(id) && (
@@ -372,9 +363,14 @@ function Chat({ id }: { id: string }) {
               </div>
               {m.in_reply_to && <blockquote class="reply-to">↪ {parent ? preview(parent) : "an earlier message"}</blockquote>}
               <Body m={m} />
+              <TranslationView m={m} />
+              <ThreadLink m={m} list={list} />
+              {mine && <DeliveryStatus m={m} />}
               {!m.deleted && (
                 <div class="actions">
                   <button onClick={() => { setReplyTo(m); input.current?.focus(); }} aria-label="Reply">Reply</button>
+                  <ThreadAction m={m} />
+                  {canTranslate(m, mine) && <TranslateButton m={m} />}
                   {mine && m.content_type === "text" && (
                     <button aria-label="Edit" onClick={() => { setEditing(m); setText(m.content ?? ""); input.current?.focus(); }}>Edit</button>
                   )}
@@ -397,10 +393,12 @@ function Chat({ id }: { id: string }) {
             <p class="text">{x.text}</p>
           </li>
         ))}
+        <li ref={bottom} class="end" aria-hidden="true" />
       </ol>
-      <div ref={bottom} />
       {typing && typing.until > Date.now() && <p class="typing muted" aria-live="polite">{typing.name} is typing…</p>}
-      {conv.archived_at ? <p class="muted">This conversation is archived.</p> : (
+      {conv.archived_at ? <p class="muted">This conversation is archived.</p> : conv.membership?.role === "observer" ? (
+        <p class="muted observer" role="note">You are an observer here: you can read, not post.</p>
+      ) : (
         <form class="composer" onSubmit={submit}>
           {(replyTo || editing) && (
             <p class="composing">
@@ -424,67 +422,6 @@ function Chat({ id }: { id: string }) {
   );
 }
 
-function Members({ id }: { id: string }) {
-  const s = useStore();
-  const conv = s.conversations.get(id);
-  const [error, setError] = useState("");
-  if (!conv) return null;
-  async function add(ev: Event) {
-    ev.preventDefault();
-    const form = ev.target as HTMLFormElement;
-    const target = String(new FormData(form).get("member"));
-    try {
-      await s.api.call("POST", `/v1/conversations/${id}/participants`, { did: s.didFor(target), role: "member" });
-      await s.refreshConversation(id);
-      form.reset();
-    } catch (err) {
-      setError(errorText(err));
-    }
-  }
-  const admin = conv.membership?.role === "admin";
-  async function rename(ev: Event) {
-    ev.preventDefault();
-    const name = String(new FormData(ev.target as HTMLFormElement).get("name")).trim();
-    try {
-      await s.updateConversation(id, { name });
-    } catch (err) {
-      setError(errorText(err));
-    }
-  }
-  async function act(fn: () => Promise<void>) {
-    try {
-      await fn();
-    } catch (err) {
-      setError(errorText(err));
-    }
-  }
-  return (
-    <section class="panel">
-      <h2>Members of {s.title(conv)}</h2>
-      {admin && (
-        <form onSubmit={rename} class="row">
-          <label>Group name <input name="name" defaultValue={conv.name ?? ""} required /></label>
-          <button type="submit">Rename</button>
-        </form>
-      )}
-      <ul aria-label="Members">{conv.participants.map((p) => <li data-testid="member">{p.name || s.nameOf(p.did)} <span class="muted">{p.role} · {p.participant_type}</span></li>)}</ul>
-      <form onSubmit={add}>
-        <label>Add a member (username or DID) <input name="member" required /></label>
-        {error && <p role="alert" class="error">{error}</p>}
-        <button type="submit">Add</button>
-      </form>
-      <div class="row settings">
-        {admin && (conv.archived_at
-          ? <button onClick={() => act(() => s.updateConversation(id, { archived: false }))}>Reopen</button>
-          : <button onClick={() => act(() => s.updateConversation(id, { archived: true }))}>Archive</button>)}
-        <button class="danger" onClick={() => confirm("Leave this group?") &&
-          act(async () => { await s.leave(id); go("/"); })}>Leave group</button>
-      </div>
-      <p><a href={`#/c/${id}`}>Back to the conversation</a></p>
-    </section>
-  );
-}
-
 function AgentSettings() {
   const [agent, setAgent] = useState<any>(null);
   const [providers, setProviders] = useState<any[]>([]);
@@ -495,6 +432,7 @@ function AgentSettings() {
   }, []);
   if (!agent) return <section class="panel"><p>Loading…</p></section>;
   const brain = agent.model_config?.brain ?? {};
+  const translation = agent.model_config?.translation ?? {};
   async function save(ev: Event) {
     ev.preventDefault();
     const f = new FormData(ev.target as HTMLFormElement);
@@ -502,7 +440,10 @@ function AgentSettings() {
       const body: any = {
         name: f.get("name"), description: f.get("description") || null, style: f.get("style"),
         is_public: f.get("is_public") === "on",
-        model_config: { brain: { provider: f.get("provider"), model: f.get("model") } },
+        model_config: {
+          brain: { provider: f.get("provider"), model: f.get("model") },
+          translation: { provider: f.get("translation_provider"), model: f.get("translation_model") },
+        },
       };
       setAgent(await store.api.call("PATCH", "/v1/agents/me", body));
       setStatus("Saved.");
@@ -521,13 +462,18 @@ function AgentSettings() {
           {["formal", "friendly", "technical", "casual"].map((x) => <option value={x} selected={x === (agent.style ?? "friendly")}>{x}</option>)}
         </select></label>
         <label>Model provider <select name="provider">
-          {providers.map((p) => <option value={p.id} selected={p.id === brain.provider}>{p.name ?? p.display_name ?? p.id}</option>)}
+          {providers.filter((p) => p.kind !== "tool").map((p) => <option value={p.id} selected={p.id === brain.provider}>{p.name ?? p.display_name ?? p.id}</option>)}
         </select></label>
         <label>Model <input name="model" defaultValue={brain.model ?? ""} required /></label>
+        <label>Translation provider <select name="translation_provider">
+          {providers.filter((p) => p.kind !== "tool").map((p) => <option value={p.id} selected={p.id === translation.provider}>{p.name ?? p.display_name ?? p.id}</option>)}
+        </select></label>
+        <label>Translation model <input name="translation_model" defaultValue={translation.model ?? ""} required /></label>
         <label class="check"><input type="checkbox" name="is_public" defaultChecked={agent.is_public} /> Public (others may address it)</label>
         <button type="submit">Save</button>
         {status && <p role="status">{status}</p>}
       </form>
+      <PolicyEditor agent={agent} saved={setAgent} />
       <LlmKeys providers={providers} />
     </section>
   );
@@ -583,65 +529,11 @@ function LlmKeys({ providers }: { providers: any[] }) {
   );
 }
 
-function Contacts() {
-  const [items, setItems] = useState<any[]>([]);
-  const [error, setError] = useState("");
-  const load = () => store.api.call("GET", "/v1/contacts").then(setItems);
-  useEffect(() => void load(), []);
-  async function run(fn: () => Promise<unknown>) {
-    setError("");
-    try {
-      await fn();
-      await load();
-    } catch (err) {
-      setError(errorText(err));
-    }
-  }
-  function add(ev: Event) {
-    ev.preventDefault();
-    const form = ev.target as HTMLFormElement;
-    const f = new FormData(form);
-    void run(async () => {
-      await store.api.call("POST", "/v1/contacts", { did: store.didFor(String(f.get("did"))), alias: String(f.get("alias") || "") || undefined });
-      form.reset();
-    });
-  }
-  const patch = (c: any, change: Record<string, unknown>) => run(() => store.api.call("PATCH", `/v1/contacts/${c.id}`, change));
-  return (
-    <section class="panel">
-      <h2>Contacts</h2>
-      <form onSubmit={add}>
-        <label>DID <input name="did" required placeholder="did:web:other.example:users:bob" /></label>
-        <label>Alias <input name="alias" /></label>
-        <button type="submit">Add contact</button>
-      </form>
-      {error && <p role="alert" class="error">{error}</p>}
-      <ul class="contacts">{items.map((c) => (
-        <li data-testid="contact" data-trust={c.trust_level}>
-          <strong>{c.alias || c.name || store.nameOf(c.did)}</strong> <span class="muted">{c.trust_level}{c.muted ? " · muted" : ""}{c.pinned ? " · pinned" : ""}</span>
-          <div class="muted"><code>{c.did}</code></div>
-          <div class="row wrap">
-            <button onClick={() => store.openDirect(c.did).then((id) => go(`/c/${id}`), (err) => setError(errorText(err)))}>Message</button>
-            <button onClick={() => patch(c, { pinned: !c.pinned })}>{c.pinned ? "Unpin" : "Pin"}</button>
-            <button onClick={() => patch(c, { muted: !c.muted })}>{c.muted ? "Unmute" : "Mute"}</button>
-            {c.trust_level === "blocked"
-              ? <button onClick={() => patch(c, { trust_level: "unknown" })}>Unblock</button>
-              : <button class="danger" onClick={() => patch(c, { trust_level: "blocked" })}>Block</button>}
-            <button class="danger" onClick={() => confirm("Remove this contact?") && run(() => store.api.call("DELETE", `/v1/contacts/${c.id}`))}>Remove</button>
-          </div>
-        </li>
-      ))}</ul>
-      {items.length === 0 && <p class="muted">No contacts yet.</p>}
-    </section>
-  );
-}
-
 const MEMORY_TYPES = ["fact", "preference", "decision", "learning", "procedure"];
 
 function Memories() {
   const agentId = String(store.me?.agent_did ?? "").split(":").pop();
   const [items, setItems] = useState<any[]>([]);
-  const [hits, setHits] = useState<any[] | null>(null);
   const [error, setError] = useState("");
   const load = () => store.api.call("GET", `/v1/agents/${agentId}/memories`).then(setItems);
   useEffect(() => void load(), []);
@@ -664,15 +556,6 @@ function Memories() {
       await load();
     });
   }
-  function search(ev: Event) {
-    ev.preventDefault();
-    const q = String(new FormData(ev.target as HTMLFormElement).get("q")).trim();
-    if (!q) return setHits(null);
-    void run(async () => {
-      const r = await store.api.call("GET", `/v1/search?scope=memories&q=${encodeURIComponent(q)}`);
-      setHits(r.hits);
-    });
-  }
   return (
     <section class="panel">
       <h2>My agent's memories</h2>
@@ -684,18 +567,8 @@ function Memories() {
         </div>
         <button type="submit">Add memory</button>
       </form>
-      <form onSubmit={search} class="row" role="search">
-        <label>Search memories <input name="q" type="search" /></label>
-        <button type="submit">Search</button>
-      </form>
       {error && <p role="alert" class="error">{error}</p>}
-      {hits && (
-        <section aria-label="Search results">
-          <h3>Results</h3>
-          {hits.length === 0 ? <p class="muted">Nothing found.</p> :
-            <ul>{hits.map((h) => <li data-testid="hit">{h.text} <span class="muted">({h.method})</span></li>)}</ul>}
-        </section>
-      )}
+      <SearchBox scope="memories" label="Search memories" />
       <ul class="memories">{items.map((m) => (
         <li data-testid="memory">{m.content} <span class="muted">{m.type} · importance {m.importance} · used {m.uses}×</span>{" "}
           <button class="danger" aria-label={`Delete memory: ${m.content}`}
@@ -726,9 +599,11 @@ function App() {
   const s = useStore();
   const route = useRoute();
   if (!s.me) return <Auth />;
-  const chat = route.match(/^\/c\/([^/]+)(\/members)?$/);
+  const chat = route.match(/^\/c\/([^/]+)(?:\/(members|context|t\/([^/]+)))?$/);
   let main;
-  if (chat && chat[2]) main = <Members id={chat[1]} />;
+  if (chat && chat[2] === "members") main = <Members id={chat[1]} />;
+  else if (chat && chat[2] === "context") main = <ContextInspector id={chat[1]} key={chat[1]} />;
+  else if (chat && chat[3]) main = <ThreadView id={chat[1]} root={chat[3]} Body={Body} key={chat[3]} />;
   else if (chat) main = <Chat id={chat[1]} key={chat[1]} />;
   else if (route === "/new") main = <NewChat />;
   else if (route === "/group") main = <NewGroup />;
@@ -737,6 +612,9 @@ function App() {
   else if (route === "/contacts") main = <Contacts />;
   else if (route === "/memories") main = <Memories />;
   else if (consentRoute(route)) main = <Consent api={s.api} id={consentRoute(route)!} />;
+  else if (route === "/knowledge") main = <Knowledge />;
+  else if (route === "/projects") main = <ProjectMemory />;
+  else if (route === "/settings") main = <Settings />;
   if (!chat && s.openId) void s.open(null);
   return (
     <div class={main ? "shell has-main" : "shell"}>
@@ -744,8 +622,9 @@ function App() {
         <a href="#/" class="brand">Confer</a>
         <ConnectionBadge />
         <nav aria-label="Account">
-          <a href="#/agent">Agent</a> <a href="#/memories">Memories</a> <a href="#/contacts">Contacts</a>{" "}
-          <a href="#/sessions">Sessions</a>{" "}
+          <a href="#/agent">Agent</a> <a href="#/memories">Memories</a> <a href="#/knowledge">Knowledge</a>{" "}
+          <a href="#/projects">Projects</a> <a href="#/contacts">Contacts</a>{" "}
+          <a href="#/settings">Settings</a> <a href="#/sessions">Sessions</a>{" "}
           <button class="link" onClick={() => s.logout()}>Log out {s.me.username}</button>
         </nav>
       </header>

@@ -17,7 +17,7 @@ export interface Conversation {
   participants: Participant[];
   archived_at?: string | null;
   updated_at: string;
-  membership?: { unread: number; role?: string | null; participant_id: string } | null;
+  membership?: { unread: number; role?: string | null; participant_id: string; notification?: string | null } | null;
 }
 export interface Message {
   id: string;
@@ -29,11 +29,32 @@ export interface Message {
   content?: string | null;
   content_json?: any;
   in_reply_to?: string | null;
+  thread_root?: string | null;
+  language?: string | null;
   citations?: { source: string; url?: string; trust_level: string; passage?: string }[] | null;
   created_at: string;
   read_by?: { user_id: string; read_at?: string }[];
   edited?: boolean;
   deleted?: boolean;
+}
+/** A message's delivery to one peer instance (``GET …/messages/{id}/deliveries``). */
+export interface Delivery {
+  id: string;
+  message_id: string;
+  destination: string;
+  peer_did: string;
+  state: "queued" | "retrying" | "delivered" | "failed";
+  attempts: number;
+  next_attempt_at?: string | null;
+  reason?: string | null;
+  parked?: boolean;
+}
+/** A stored translation of a message (``POST …/translation``, ``message.translated``). */
+export interface Translated {
+  to: string;
+  text: string;
+  provider?: string;
+  model?: string;
 }
 export interface Pending {
   key: string; // the Idempotency-Key
@@ -61,6 +82,10 @@ export class Store {
   presence = new Map<string, string>();
   /** user id → DID, learned from messages and typing events (participants carry no user id). */
   userDids = new Map<string, string>();
+  /** message id → its deliveries to peer instances (my messages only; the sender's view). */
+  deliveries = new Map<string, Delivery[]>();
+  /** message id → the translation I asked for (or got from automatic translation). */
+  translations = new Map<string, Translated>();
   connection: ConnectionState = "offline";
   openId: string | null = null;
   error: string | null = null;
@@ -114,6 +139,8 @@ export class Store {
     this.openId = null;
     this.older.clear();
     this.presence.clear();
+    this.deliveries.clear();
+    this.translations.clear();
     this.conversations.clear();
     this.messages.clear();
     this.last.clear();
@@ -338,6 +365,14 @@ export class Store {
       }
       case "presence":
         this.presence.set(d.user_id, d.status);
+        break;
+      case "message.delivery_updated": {
+        const known = (this.deliveries.get(d.message_id) ?? []).filter((x) => x.id !== d.delivery.id);
+        this.deliveries.set(d.message_id, [...known, d.delivery]);
+        break;
+      }
+      case "message.translated":
+        this.translations.set(d.message_id, { ...d.translation });
         break;
       case "typing": {
         if (d.user_id && d.did) this.userDids.set(d.user_id, d.did);

@@ -1,0 +1,129 @@
+// My profile and preferences (PATCH /v1/me): display name, avatar, e-mail; language (used for
+// translations on request), time zone, notification channels, and whether my agent may answer
+// for me while I am away. The server validates each field (BCP 47 tag, IANA zone, URL) and its
+// refusal is shown next to the form.
+import { useState } from "preact/hooks";
+import { attempt, store, useStore } from "./ui";
+
+const LANGUAGES = ["en", "es", "de", "fr", "it", "pt", "nl", "zh", "ja", "ko", "ar", "ru"];
+
+function zones(): string[] {
+  try {
+    return (Intl as any).supportedValuesOf("timeZone");
+  } catch {
+    return ["UTC"];
+  }
+}
+
+export function Settings() {
+  const s = useStore();
+  const me = s.me;
+  const [error, setError] = useState("");
+  const [status, setStatus] = useState("");
+  const prefs = me.preferences ?? {};
+  async function save(ev: Event) {
+    ev.preventDefault();
+    const f = new FormData(ev.target as HTMLFormElement);
+    const text = (k: string) => String(f.get(k) ?? "").trim();
+    setStatus("");
+    const ok = await attempt(setError, async () => {
+      s.me = await s.api.call("PATCH", "/v1/me", {
+        display_name: text("display_name") || null,
+        avatar_url: text("avatar_url") || null,
+        email: text("email") || null,
+        preferences: {
+          language: text("language"),
+          timezone: text("timezone"),
+          notification: { push: f.get("push") === "on", email: f.get("notify_email") === "on" },
+          privacy: { allow_offline_response: f.get("allow_offline_response") === "on" },
+        },
+      });
+      s.changed();
+    });
+    if (ok) setStatus("Saved.");
+  }
+  return (
+    <section class="panel">
+      <h2>Profile and preferences</h2>
+      <div class="profile-card">
+        {me.avatar_url && sameOrigin(me.avatar_url) ? <img class="avatar" src={me.avatar_url} alt="" /> :
+          <span class="avatar initials" aria-hidden="true">{(me.display_name || me.username).slice(0, 1).toUpperCase()}</span>}
+        <div><strong data-testid="profile-name">{me.display_name || me.username}</strong>
+          <div class="muted">@{me.username} · <code>{me.did}</code></div></div>
+      </div>
+      <form onSubmit={save} key={me.preferences ? JSON.stringify(me.preferences) + me.display_name : "x"}>
+        <fieldset>
+          <legend>Profile</legend>
+          <label>Display name <input name="display_name" defaultValue={me.display_name ?? ""} maxLength={128} autocomplete="name" /></label>
+          <label>Avatar URL <input name="avatar_url" type="url" defaultValue={me.avatar_url ?? ""} placeholder="https://…" /></label>
+          <p class="muted small">Pictures from other sites are not loaded here (the client makes no request off this instance); others' clients may show it.</p>
+          <label>E-mail <input name="email" type="email" defaultValue={me.email ?? ""} autocomplete="email" /></label>
+        </fieldset>
+        <fieldset>
+          <legend>Language and time</legend>
+          <label>Language (messages are translated into it on request)
+            <input name="language" list="languages" defaultValue={prefs.language ?? "en"} required /></label>
+          <datalist id="languages">{LANGUAGES.map((l) => <option value={l} />)}</datalist>
+          <label>Time zone <input name="timezone" list="zones" defaultValue={prefs.timezone ?? "UTC"} required /></label>
+          <datalist id="zones">{zones().map((z) => <option value={z} />)}</datalist>
+        </fieldset>
+        <fieldset>
+          <legend>Notifications</legend>
+          <label class="check"><input type="checkbox" name="push" defaultChecked={prefs.notification?.push} /> Push notifications</label>
+          <label class="check"><input type="checkbox" name="notify_email" defaultChecked={prefs.notification?.email} /> E-mail notifications</label>
+        </fieldset>
+        <fieldset>
+          <legend>Privacy</legend>
+          <label class="check"><input type="checkbox" name="allow_offline_response" defaultChecked={prefs.privacy?.allow_offline_response} />
+            {" "}My agent may answer for me while I am offline</label>
+        </fieldset>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit">Save</button>
+        {status && <span role="status"> {status}</span>}
+      </form>
+      <PasswordForm />
+    </section>
+  );
+}
+
+/** PUT /v1/me/password: the current password is checked; every other session then ends. */
+function PasswordForm() {
+  const [error, setError] = useState("");
+  const [status, setStatus] = useState("");
+  async function change(ev: Event) {
+    ev.preventDefault();
+    const form = ev.target as HTMLFormElement;
+    const f = new FormData(form);
+    setStatus("");
+    let revoked = 0;
+    const ok = await attempt(setError, async () => {
+      const r = await store.api.call("PUT", "/v1/me/password", {
+        current_password: f.get("current_password"), new_password: f.get("new_password") });
+      revoked = r.revoked;
+    });
+    if (ok) {
+      form.reset();
+      setStatus(`Password changed; ${revoked === 1 ? "1 other session was" : `${revoked} other sessions were`} signed out.`);
+    }
+  }
+  return (
+    <form onSubmit={change} aria-label="Change password">
+      <fieldset>
+        <legend>Password</legend>
+        <label>Current password <input name="current_password" type="password" autocomplete="current-password" required /></label>
+        <label>New password <input name="new_password" type="password" autocomplete="new-password" minLength={8} required /></label>
+        {error && <p role="alert" class="error">{error}</p>}
+        <button type="submit">Change password</button>
+        {status && <span role="status"> {status}</span>}
+      </fieldset>
+    </form>
+  );
+}
+
+function sameOrigin(url: string): boolean {
+  try {
+    return new URL(url, location.href).origin === location.origin;
+  } catch {
+    return false;
+  }
+}
