@@ -123,6 +123,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None
         agent_queue: TaskQueue | None = None
+        storage = await asyncio.to_thread(attachment_storage, settings)
         try:
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
@@ -162,6 +163,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 context=context,
                 keyring=keyring,
                 agent_queue=agent_queue,
+                storage=storage,
                 task_events=TaskEvents(hub.bus),
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
@@ -191,9 +193,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ),
                 (
                     "attachment-fetch",
-                    AttachmentFetcher(
-                        pool, http, identity, clock, settings, policy, attachment_storage(settings)
-                    ).run,
+                    AttachmentFetcher(pool, http, identity, clock, settings, policy, storage).run,
                 ),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
@@ -217,6 +217,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                             database_url=settings.database_url,
                             redis_url=settings.redis_url,
                             nats_url=settings.nats_url,
+                            attachments=settings.attachment_storage,
                         ),
                     )
                     log.info(line, extra=fields)
@@ -233,6 +234,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             if hub is not None:
                 await hub.close()
             await http.aclose()
+            await storage.close()
             await pool.close()
 
     app = FastAPI(

@@ -77,6 +77,7 @@ The hierarchy (wire code in brackets)::
       EncryptionKeyError [encryption_key_error]
       ServiceUnavailableError [service_unavailable]
         DatabaseBusyError [database_busy]
+        StorageUnavailableError [storage_unavailable]
       TranslationFailedError [translation_failed]
       NothingToTranslateError [nothing_to_translate]
       PublicURLChangedError [public_url_changed]  (start-up only: the gateway refuses to start)
@@ -432,6 +433,13 @@ class DatabaseBusyError(ServiceUnavailableError):
     def __init__(self, detail: str, *, retry_after: int = 2) -> None:
         super().__init__(detail, retry_after=retry_after)
         self.headers = {"Retry-After": str(retry_after)}
+
+
+class StorageUnavailableError(ServiceUnavailableError):
+    """The attachment store (an S3-compatible service) did not answer or refused the call;
+    the detail a client sees is generic, the store's own answer is logged."""
+
+    code, title = "storage_unavailable", "The attachment storage is unavailable"
 
 
 class TranslationFailedError(ConferError):

@@ -20,6 +20,7 @@ from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
+from gateway.storage import AttachmentStorage
 from gateway.workers.supervisor import Supervisor
 
 
@@ -38,6 +39,7 @@ class AppState:
     context: ContextServices
     keyring: Keyring
     agent_queue: TaskQueue
+    storage: AttachmentStorage
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None

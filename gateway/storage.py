@@ -1,7 +1,10 @@
-"""Where attachment bytes live: a small interface, and a local-folder implementation.
+"""Where attachment bytes live: a small interface, a local-folder implementation, and the
+factory that picks it or the S3-compatible one (:mod:`gateway.storage_s3`) from the settings.
 
-``AttachmentStorage`` is what an S3-compatible backend would implement next. Keys are chosen
-by Confer (attachment ULIDs), never by the uploader, so no path can escape the folder.
+Keys are chosen by Confer (ULIDs), never by the uploader, so no path can escape the folder or
+the bucket. A stored blob is named by its storage URL, ``<scheme>:<key>`` (``local:…``,
+``s3:…``), kept in ``attachments.storage_url``; where the folder or the bucket is comes from
+the settings, so either can move without touching the rows.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.errors import PayloadTooLargeError
+from gateway.errors import AttachmentUnavailableError, PayloadTooLargeError
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
@@ -42,6 +45,40 @@ class AttachmentStorage(ABC):
     async def delete(self, storage_url: str) -> None:
         """Remove a blob; missing blobs are ignored."""
 
+    @abstractmethod
+    async def close(self) -> None:
+        """Release what the storage holds open (connections, threads); idempotent."""
+
+
+def storage_key(storage_url: str) -> str:
+    """The key of a storage URL (``local:KEY`` or ``s3:KEY``, KEY alphanumeric).
+
+    Raises ValueError for anything else (a URL the database should never hold).
+    """
+    scheme, _, key = storage_url.partition(":")
+    if scheme not in ("local", "s3") or not key.isalnum() or not key.isascii():
+        raise ValueError(f"not a storage URL: {storage_url!r}")
+    return key
+
+
+async def opened(storage: AttachmentStorage, storage_url: str) -> AsyncIterator[bytes]:
+    """``storage.open(storage_url)`` with its first chunk already read, so a missing blob
+    (AttachmentUnavailableError, 409) or an unreachable store (StorageUnavailableError, 503)
+    is raised here, before a response has started, not in the middle of one."""
+    chunks = storage.open(storage_url)
+    first = await anext(chunks, b"")
+
+    async def rest() -> AsyncIterator[bytes]:
+        try:
+            if first:
+                yield first
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+
+    return rest()
+
 
 class LocalStorage(AttachmentStorage):
     """Blobs as files under ``root`` (created on demand); URLs are ``local:<key>``."""
@@ -50,10 +87,9 @@ class LocalStorage(AttachmentStorage):
         self.root = root
 
     def _path(self, storage_url: str) -> Path:
-        key = storage_url.removeprefix("local:")
-        if not key.isalnum():
-            raise ValueError(f"not a local storage key: {storage_url!r}")
-        return self.root / key
+        if not storage_url.startswith("local:"):
+            raise ValueError(f"not a local storage URL: {storage_url!r}")
+        return self.root / storage_key(storage_url)
 
     async def save(self, key: str, read: ReadChunk, *, max_bytes: int) -> tuple[int, str, str]:
         url = f"local:{key}"
@@ -76,7 +112,10 @@ class LocalStorage(AttachmentStorage):
         return size, digest.hexdigest(), url
 
     async def open(self, storage_url: str) -> AsyncIterator[bytes]:
-        handle = await asyncio.to_thread(open, self._path(storage_url), "rb")
+        try:
+            handle = await asyncio.to_thread(open, self._path(storage_url), "rb")
+        except FileNotFoundError as exc:
+            raise AttachmentUnavailableError("the file's bytes are missing from storage") from exc
         try:
             while chunk := await asyncio.to_thread(handle.read, CHUNK):
                 yield chunk
@@ -88,7 +127,16 @@ class LocalStorage(AttachmentStorage):
         if await asyncio.to_thread(os.path.exists, path):
             await asyncio.to_thread(path.unlink, True)
 
+    async def close(self) -> None:
+        """Nothing is held open between calls."""
 
-def attachment_storage(settings: Settings) -> LocalStorage:
-    """The storage the settings name: ``attachments_dir``, else ``<data_dir>/attachments``."""
+
+def attachment_storage(settings: Settings) -> AttachmentStorage:
+    """The storage the settings name: an S3-compatible bucket for ``attachment_storage`` s3,
+    else the folder ``attachments_dir`` (default ``<data_dir>/attachments``). The caller
+    closes it (:meth:`AttachmentStorage.close`)."""
+    if settings.attachment_storage == "s3":
+        from gateway.storage_s3 import S3Storage  # lazily: boto3 loads only when it is used
+
+        return S3Storage.from_settings(settings)
     return LocalStorage(Path(settings.attachments_dir or settings.data_dir / "attachments"))
