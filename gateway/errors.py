@@ -79,6 +79,9 @@ The hierarchy (wire code in brackets)::
         DatabaseBusyError [database_busy]
         StorageUnavailableError [storage_unavailable]
       TranslationFailedError [translation_failed]
+      BackupError [backup_failed]
+        BackupArchiveError [backup_archive_invalid]
+        RestoreTargetNotEmptyError [restore_target_not_empty]
       NothingToTranslateError [nothing_to_translate]
       PublicURLChangedError [public_url_changed]  (start-up only: the gateway refuses to start)
 """
@@ -444,6 +447,23 @@ class StorageUnavailableError(ServiceUnavailableError):
 
 class TranslationFailedError(ConferError):
     code, title = "translation_failed", "The translation model could not translate"
+
+
+class BackupError(ConferError):
+    """``confer backup`` or ``confer restore`` could not finish (a command-line error: the
+    detail is the sentence the operator sees)."""
+
+    code, title = "backup_failed", "The backup or restore failed"
+
+
+class BackupArchiveError(BackupError):
+    """The archive is not a Confer backup, or is damaged (a checksum or a member is wrong)."""
+
+    code, title = "backup_archive_invalid", "The backup archive is not valid"
+
+
+class RestoreTargetNotEmptyError(BackupError):
+    code, title = "restore_target_not_empty", "The database to restore into is not empty"
 
 
 class NothingToTranslateError(ConferError):

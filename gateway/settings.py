@@ -345,6 +345,11 @@ class Settings(BaseSettings):
         description="Address the bucket in the path (http://host/bucket/key), as MinIO and "
         "most self-hosted services want; false = virtual-hosted style (bucket.host).",
     )
+    pg_bin_dir: Path | None = Field(
+        default=None,
+        description="Folder of pg_dump and pg_restore for confer backup/restore; unset = the "
+        "oldest new enough among pgserver's, PATH's and /usr/lib/postgresql/*/bin.",
+    )
     nats_url: str | None = Field(
         default=None, description="NATS server for the event bus; unset = in-process bus."
     )

@@ -50,6 +50,30 @@ class AttachmentStorage(ABC):
         """Release what the storage holds open (connections, threads); idempotent."""
 
 
+class Metered:
+    """An upload's chunks, counted and hashed (SHA-256) as they pass. Iterating
+    :meth:`chunks` raises PayloadTooLargeError (413) once more than ``max_bytes`` arrived."""
+
+    def __init__(self, read: ReadChunk, max_bytes: int) -> None:
+        self._read, self._max_bytes = read, max_bytes
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Everything ``read`` yields, in chunks of up to :data:`CHUNK` bytes."""
+        while chunk := await self._read(CHUNK):
+            self.size += len(chunk)
+            if self.size > self._max_bytes:
+                raise PayloadTooLargeError(f"attachments are limited to {self._max_bytes} bytes")
+            self._digest.update(chunk)
+            yield chunk
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 (hex) of the chunks so far."""
+        return self._digest.hexdigest()
+
+
 def storage_key(storage_url: str) -> str:
     """The key of a storage URL (``local:KEY`` or ``s3:KEY``, KEY alphanumeric).
 
@@ -95,21 +119,17 @@ class LocalStorage(AttachmentStorage):
         url = f"local:{key}"
         path = self._path(url)
         await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
-        digest, size = hashlib.sha256(), 0
+        upload = Metered(read, max_bytes)
         handle = await asyncio.to_thread(open, path, "wb")
         try:
-            while chunk := await read(CHUNK):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise PayloadTooLargeError(f"attachments are limited to {max_bytes} bytes")
-                digest.update(chunk)
+            async for chunk in upload.chunks():
                 await asyncio.to_thread(handle.write, chunk)
         except BaseException:
             handle.close()
             await asyncio.to_thread(path.unlink, True)
             raise
         handle.close()
-        return size, digest.hexdigest(), url
+        return upload.size, upload.sha256, url
 
     async def open(self, storage_url: str) -> AsyncIterator[bytes]:
         try:

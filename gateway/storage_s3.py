@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,12 +27,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gateway.errors import (
-    AttachmentUnavailableError,
-    PayloadTooLargeError,
-    StorageUnavailableError,
-)
-from gateway.storage import CHUNK, AttachmentStorage, ReadChunk, storage_key
+from gateway.errors import AttachmentUnavailableError, StorageUnavailableError
+from gateway.storage import AttachmentStorage, Metered, ReadChunk, storage_key
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -122,14 +117,10 @@ class S3Storage(AttachmentStorage):
     async def save(self, key: str, read: ReadChunk, *, max_bytes: int) -> tuple[int, str, str]:
         url = f"s3:{key}"
         upload = _Upload(self, self._object(url))
-        digest, size = hashlib.sha256(), 0
+        metered = Metered(read, max_bytes)
         buffer = bytearray()
         try:
-            while chunk := await read(CHUNK):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise PayloadTooLargeError(f"attachments are limited to {max_bytes} bytes")
-                digest.update(chunk)
+            async for chunk in metered.chunks():
                 buffer += chunk
                 if len(buffer) >= self.part_size:
                     await upload.part(bytes(buffer))
@@ -138,7 +129,7 @@ class S3Storage(AttachmentStorage):
         except BaseException:
             await upload.abort()
             raise
-        return size, digest.hexdigest(), url
+        return metered.size, metered.sha256, url
 
     async def open(self, storage_url: str) -> AsyncIterator[bytes]:
         name = self._object(storage_url)
