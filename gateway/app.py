@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         # Alembic is loaded only when there is something to migrate (start-up time).
         if settings.migrate_on_start and not await migrations.is_at_head(url):
             await asyncio.to_thread(migrations.upgrade, url)
+        storage = await asyncio.to_thread(attachment_storage, settings)
         pool = await create_pool(
             url,
             min_size=settings.db_pool_min,
@@ -123,7 +124,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None
         agent_queue: TaskQueue | None = None
-        storage = await asyncio.to_thread(attachment_storage, settings)
         try:
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
