@@ -21,7 +21,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from gateway.errors import BackupError
 
@@ -81,7 +81,7 @@ def libpq_target(database_url: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(database_url)
     env = dict(os.environ)
     if parts.password is not None:
-        env["PGPASSWORD"] = parts.password
+        env["PGPASSWORD"] = unquote(parts.password)
         host = parts.netloc.rsplit("@", 1)[1]
         user = parts.username or ""
         parts = parts._replace(netloc=f"{user}@{host}" if user else host)

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,8 +38,9 @@ class AttachmentStorage(ABC):
         """
 
     @abstractmethod
-    def open(self, storage_url: str) -> AsyncIterator[bytes]:
-        """The stored bytes, in chunks."""
+    def open(self, storage_url: str) -> AsyncGenerator[bytes, None]:
+        """The stored bytes, in chunks. Raises (on the first chunk) AttachmentUnavailableError
+        (409) when the blob is not there."""
 
     @abstractmethod
     async def delete(self, storage_url: str) -> None:
@@ -99,7 +100,7 @@ async def opened(storage: AttachmentStorage, storage_url: str) -> AsyncIterator[
             async for chunk in chunks:
                 yield chunk
         finally:
-            await chunks.aclose()  # type: ignore[attr-defined]
+            await chunks.aclose()
 
     return rest()
 
@@ -131,7 +132,7 @@ class LocalStorage(AttachmentStorage):
         handle.close()
         return upload.size, upload.sha256, url
 
-    async def open(self, storage_url: str) -> AsyncIterator[bytes]:
+    async def open(self, storage_url: str) -> AsyncGenerator[bytes, None]:
         try:
             handle = await asyncio.to_thread(open, self._path(storage_url), "rb")
         except FileNotFoundError as exc:

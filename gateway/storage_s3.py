@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -123,15 +123,15 @@ class S3Storage(AttachmentStorage):
             async for chunk in metered.chunks():
                 buffer += chunk
                 if len(buffer) >= self.part_size:
-                    await upload.part(bytes(buffer))
-                    buffer.clear()
-            await upload.finish(bytes(buffer))
+                    part, buffer = buffer, bytearray()  # handed over, not copied
+                    await upload.part(part)
+            await upload.finish(buffer)
         except BaseException:
             await upload.abort()
             raise
         return metered.size, metered.sha256, url
 
-    async def open(self, storage_url: str) -> AsyncIterator[bytes]:
+    async def open(self, storage_url: str) -> AsyncGenerator[bytes, None]:
         name = self._object(storage_url)
         response = await self._call(self.client.get_object, Bucket=self.bucket, Key=name)
         body = response["Body"]
@@ -162,7 +162,7 @@ class _Upload:
         self._upload_id: str | None = None
         self._parts: list[CompletedPartTypeDef] = []
 
-    async def part(self, data: bytes) -> None:
+    async def part(self, data: bytearray) -> None:
         """Send one full part (beginning the multipart upload with the first)."""
         storage, client = self._storage, self._storage.client
         if self._upload_id is None:
@@ -181,7 +181,7 @@ class _Upload:
         )
         self._parts.append({"ETag": sent["ETag"], "PartNumber": number})
 
-    async def finish(self, rest: bytes) -> None:
+    async def finish(self, rest: bytearray) -> None:
         """Store the last bytes: the whole object, or the last part and the completion."""
         storage, client = self._storage, self._storage.client
         if self._upload_id is None:

@@ -123,7 +123,9 @@ async def _dump(database_url: str, out: Path, bin_dir: Path | None) -> _Snapshot
             files = await store.list_stored_files(conn)
             revision = await system_store.get_alembic_revision(conn)
             server_major = await store.get_server_major(conn)
-            pg_dump, dump_major = find_tool("pg_dump", at_least=server_major, bin_dir=bin_dir)
+            pg_dump, dump_major = await asyncio.to_thread(
+                find_tool, "pg_dump", at_least=server_major, bin_dir=bin_dir
+            )
             # The snapshot is valid only while this transaction is open: pg_dump runs inside.
             await run_tool(
                 pg_dump,
@@ -194,7 +196,9 @@ async def restore_backup(
                         "to replace everything in it"
                     )
                 server_major = await store.get_server_major(conn)
-                pg_restore = _pg_restore(reader.manifest, server_major, bin_dir)
+                pg_restore = await asyncio.to_thread(
+                    _pg_restore, reader.manifest, server_major, bin_dir
+                )
                 moved = await _copy_in(reader, storage)
                 if force:
                     async with conn.transaction():

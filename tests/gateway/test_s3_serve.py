@@ -51,6 +51,10 @@ async def test_serve_keeps_attachments_in_s3(
         meta = upload.json()
         assert meta["sha256"] == hashlib.sha256(DATA).hexdigest()
         assert await asyncio.to_thread(s3_server.keys, s3_bucket) == [meta["id"]]
+        head = await asyncio.to_thread(
+            s3_server.client().head_object, Bucket=s3_bucket, Key=meta["id"]
+        )
+        assert head["ETag"].strip('"').endswith("-2")  # sent as a two-part multipart upload
 
         body = {
             "content_type": "file",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway.harness import Instance, User, run_instance
-from tests.gateway.s3server import STORAGES, storage_settings, stored_blobs
+from tests.gateway.harness import Instance, User, free_port, run_instance
+from tests.gateway.s3server import STORAGES, S3Server, storage_settings, stored_blobs
 
 
 @pytest.fixture
@@ -139,3 +139,27 @@ async def test_attachment_size_cap(files_instance: Instance) -> None:
         assert await conn.fetchval("SELECT count(*) FROM attachments") == 0
     empty_name = await alice.request("POST", "/v1/attachments", files={"file": ("", b"abc")})
     assert empty_name.status_code == 422
+
+
+async def test_a_file_missing_from_storage_answers_409(files_instance: Instance) -> None:
+    alice, _, _ = await _pair(files_instance)
+    upload = await alice.request("POST", "/v1/attachments", files={"file": ("a.txt", b"abc")})
+    assert upload.status_code == 201, upload.text
+    settings = files_instance.state.settings
+    await files_instance.state.storage.delete(
+        f"{settings.attachment_storage}:{upload.json()['id']}"
+    )
+    got = await alice.request("GET", f"/v1/attachments/{upload.json()['id']}")
+    assert got.status_code == 409, got.text
+    assert got.json()["code"] == "attachment_unavailable"
+
+
+async def test_an_unreachable_bucket_answers_503(database_url: str) -> None:
+    nobody = S3Server(f"http://127.0.0.1:{free_port()}").settings("confer-nowhere")
+    async with run_instance(database_url, **nobody) as instance:
+        alice = await instance.register("alice")
+        upload = await alice.request("POST", "/v1/attachments", files={"file": ("a.txt", b"abc")})
+        assert upload.status_code == 503, upload.text
+        assert upload.json()["code"] == "storage_unavailable"
+        async with instance.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM attachments") == 0
