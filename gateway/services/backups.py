@@ -27,6 +27,7 @@ from typing import IO
 
 import asyncpg
 
+from gateway import migrations
 from gateway.errors import (
     AttachmentUnavailableError,
     BackupArchiveError,
@@ -188,6 +189,7 @@ async def restore_backup(
         with tempfile.TemporaryDirectory(prefix="confer-restore-") as tmp:
             dump = Path(tmp) / DATABASE
             await asyncio.to_thread(reader.verify, dump)
+            await asyncio.to_thread(_check_revision, reader.manifest)
             conn = await _connect(database_url)
             try:
                 if await store.count_relations(conn) and not force:
@@ -218,6 +220,16 @@ async def restore_backup(
     finally:
         await asyncio.to_thread(reader.close)
     return RestoreSummary(reader.manifest.alembic_revision, len(reader.manifest.attachments))
+
+
+def _check_revision(manifest: BackupManifest) -> None:
+    """Refuse a backup whose schema this Confer cannot migrate (made by a newer version)."""
+    revision = manifest.alembic_revision
+    if revision is not None and revision not in migrations.declared_revisions():
+        raise BackupError(
+            f"the backup's database is at schema revision {revision}, which this version of "
+            "Confer does not know: restore it with the version that made it, or a newer one"
+        )
 
 
 async def _connect(database_url: str) -> asyncpg.Connection:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import json
 import os
 import signal
@@ -155,7 +156,16 @@ async def test_a_damaged_archive_is_refused_and_nothing_is_written(
     assert manifest["format"] == "confer-backup" and manifest["missing"] == []
     flipped = bytearray(data)
     flipped[dump_at + 200] ^= 0xFF
+    newer = tmp_path / "newer.tar"
+    with tarfile.open(backup.archive) as tar, tarfile.open(newer, "w") as out:
+        for member in tar.getmembers():
+            content = tar.extractfile(member).read()  # type: ignore[union-attr]
+            if member.name == "manifest.json":
+                content = json.dumps({**manifest, "alembic_revision": "9999"}).encode()
+                member.size = len(content)
+            out.addfile(member, io.BytesIO(content))
     cases = {
+        "newer.tar": (newer.read_bytes(), "schema revision 9999, which this version"),
         "flipped.tar": (bytes(flipped), "database.pgdump does not match its checksum"),
         "truncated.tar": (data[: len(data) // 2], "damaged"),
         "garbage.tar": (b"not a backup at all" * 100, "is not a Confer backup archive"),
