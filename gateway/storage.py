@@ -86,6 +86,16 @@ def storage_key(storage_url: str) -> str:
     return key
 
 
+def own_key(storage_url: str, scheme: str) -> str:
+    """The key of a storage URL of ``scheme`` (this storage's). A URL of the other storage —
+    the setting was switched without a backup and restore — is AttachmentUnavailableError
+    (409): its bytes are not where this storage looks."""
+    key = storage_key(storage_url)
+    if not storage_url.startswith(f"{scheme}:"):
+        raise AttachmentUnavailableError("the file is kept in another attachment storage")
+    return key
+
+
 async def opened(storage: AttachmentStorage, storage_url: str) -> AsyncIterator[bytes]:
     """``storage.open(storage_url)`` with its first chunk already read, so a missing blob
     (AttachmentUnavailableError, 409) or an unreachable store (StorageUnavailableError, 503)
@@ -112,9 +122,7 @@ class LocalStorage(AttachmentStorage):
         self.root = root
 
     def _path(self, storage_url: str) -> Path:
-        if not storage_url.startswith("local:"):
-            raise ValueError(f"not a local storage URL: {storage_url!r}")
-        return self.root / storage_key(storage_url)
+        return self.root / own_key(storage_url, "local")
 
     async def save(self, key: str, read: ReadChunk, *, max_bytes: int) -> tuple[int, str, str]:
         url = f"local:{key}"
@@ -144,6 +152,8 @@ class LocalStorage(AttachmentStorage):
             handle.close()
 
     async def delete(self, storage_url: str) -> None:
+        if not storage_url.startswith("local:"):
+            return  # not kept here: nothing to remove
         path = self._path(storage_url)
         if await asyncio.to_thread(os.path.exists, path):
             await asyncio.to_thread(path.unlink, True)

@@ -28,7 +28,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from gateway.errors import AttachmentUnavailableError, StorageUnavailableError
-from gateway.storage import AttachmentStorage, Metered, ReadChunk, storage_key
+from gateway.storage import AttachmentStorage, Metered, ReadChunk, own_key
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -92,9 +92,7 @@ class S3Storage(AttachmentStorage):
         return cls(client, settings.s3_bucket, prefix=settings.s3_prefix)
 
     def _object(self, storage_url: str) -> str:
-        if not storage_url.startswith("s3:"):
-            raise ValueError(f"not an S3 storage URL: {storage_url!r}")
-        return self.prefix + storage_key(storage_url)
+        return self.prefix + own_key(storage_url, "s3")
 
     async def _call(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``method(*args, **kwargs)`` on the storage's threads; store errors become ours."""
@@ -142,6 +140,8 @@ class S3Storage(AttachmentStorage):
             body.close()
 
     async def delete(self, storage_url: str) -> None:
+        if not storage_url.startswith("s3:"):
+            return  # not kept here: nothing to remove
         # DeleteObject succeeds for a missing key: nothing to ignore.
         await self._call(
             self.client.delete_object, Bucket=self.bucket, Key=self._object(storage_url)

@@ -180,9 +180,9 @@ async def restore_backup(
 ) -> RestoreSummary:
     """Restore the archive at ``path`` into ``database_url`` and ``storage``.
 
-    Raises BackupArchiveError (not a backup, damaged: nothing is written),
-    RestoreTargetNotEmptyError (the database has tables and ``force`` is off), BackupError
-    (``pg_restore`` is missing or fails).
+    Raises BackupArchiveError (not a backup, damaged: nothing is written), BackupError (a
+    schema revision this version does not know, no database, ``pg_restore`` missing or
+    failing), RestoreTargetNotEmptyError (the database has tables and ``force`` is off).
     """
     reader = await asyncio.to_thread(ArchiveReader, path)
     try:
@@ -192,34 +192,45 @@ async def restore_backup(
             await asyncio.to_thread(_check_revision, reader.manifest)
             conn = await _connect(database_url)
             try:
-                if await store.count_relations(conn) and not force:
-                    raise RestoreTargetNotEmptyError(
-                        "the database is not empty; restore into a new one, or pass --force "
-                        "to replace everything in it"
-                    )
-                server_major = await store.get_server_major(conn)
-                pg_restore = await asyncio.to_thread(
-                    _pg_restore, reader.manifest, server_major, bin_dir
-                )
-                moved = await _copy_in(reader, storage)
-                if force:
-                    async with conn.transaction():
-                        await store.wipe_public_schema(conn)
-                await run_tool(
-                    pg_restore,
-                    "--no-owner",
-                    "--no-acl",
-                    "--exit-on-error",
-                    "--single-transaction",
-                    str(dump),
-                    database_url=database_url,
-                )
-                await store.update_storage_urls(conn, moved)
+                await _restore(conn, database_url, reader, storage, dump, force, bin_dir)
             finally:
                 await conn.close()
     finally:
         await asyncio.to_thread(reader.close)
     return RestoreSummary(reader.manifest.alembic_revision, len(reader.manifest.attachments))
+
+
+async def _restore(
+    conn: asyncpg.Connection,
+    database_url: str,
+    reader: ArchiveReader,
+    storage: AttachmentStorage,
+    dump: Path,
+    force: bool,
+    bin_dir: Path | None,
+) -> None:
+    """The files into ``storage``, then the checked dump into the database ``conn`` is on."""
+    if await store.count_relations(conn) and not force:
+        raise RestoreTargetNotEmptyError(
+            "the database is not empty; restore into a new one, or pass --force to replace "
+            "everything in it"
+        )
+    server_major = await store.get_server_major(conn)
+    pg_restore = await asyncio.to_thread(_pg_restore, reader.manifest, server_major, bin_dir)
+    moved = await _copy_in(reader, storage)
+    if force:
+        async with conn.transaction():
+            await store.wipe_public_schema(conn)
+    await run_tool(
+        pg_restore,
+        "--no-owner",
+        "--no-acl",
+        "--exit-on-error",
+        "--single-transaction",
+        str(dump),
+        database_url=database_url,
+    )
+    await store.update_storage_urls(conn, moved)
 
 
 def _check_revision(manifest: BackupManifest) -> None:

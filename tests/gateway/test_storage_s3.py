@@ -87,6 +87,9 @@ async def test_the_size_cap_applies_while_streaming(
 async def test_a_missing_object_is_unavailable(storage: S3Storage) -> None:
     with pytest.raises(AttachmentUnavailableError):
         await opened(storage, "s3:01MISSING")
+    with pytest.raises(AttachmentUnavailableError, match="another attachment storage"):
+        await opened(storage, "local:01ELSEWHERE")  # the setting switched without a restore
+    await storage.delete("local:01ELSEWHERE")  # not kept here: nothing to remove
 
 
 async def test_an_unreachable_store_or_bucket_is_storage_unavailable(
