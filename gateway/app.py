@@ -123,6 +123,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         # Alembic is loaded only when there is something to migrate (start-up time).
         if settings.migrate_on_start and not await migrations.is_at_head(direct):
             await asyncio.to_thread(migrations.upgrade, direct)
+        storage = await asyncio.to_thread(attachment_storage, settings)
         pool = await create_pool(
             url,
             min_size=settings.db_pool_min,
@@ -179,6 +180,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 context=context,
                 keyring=keyring,
                 agent_queue=agent_queue,
+                storage=storage,
                 task_events=TaskEvents(hub.bus),
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
@@ -208,9 +210,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ),
                 (
                     "attachment-fetch",
-                    AttachmentFetcher(
-                        pool, http, identity, clock, settings, policy, attachment_storage(settings)
-                    ).run,
+                    AttachmentFetcher(pool, http, identity, clock, settings, policy, storage).run,
                 ),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
@@ -234,6 +234,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                             database_url=settings.database_url,
                             redis_url=settings.redis_url,
                             nats_url=settings.nats_url,
+                            attachments=settings.attachment_storage,
                         ),
                     )
                     log.info(line, extra=fields)
@@ -250,6 +251,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             if hub is not None:
                 await hub.close()
             await http.aclose()
+            await storage.close()
             await pool.close()
 
     app = FastAPI(

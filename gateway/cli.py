@@ -1,5 +1,5 @@
 """The ``confer`` command line (Typer): serve, migrate, show the instance DID, create an admin,
-make and rotate encryption keys."""
+make and rotate encryption keys, back up and restore."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ from gateway.embedded import running_embedded_url, stop_embedded_postgres
 from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
 from gateway.process_claim import DatabaseInUseError, ProcessClaim, claim_database
+from gateway.services import backups
 from gateway.services import keys as keys_service
 from gateway.services.admin_bootstrap import ensure_admin, set_password
 from gateway.services.encryption import Keyring, generate_key_entry
@@ -36,6 +38,7 @@ from gateway.services.identity import (
 )
 from gateway.services.llm_keys import reencrypt_all
 from gateway.settings import Settings
+from gateway.storage import AttachmentStorage, attachment_storage
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -402,6 +405,70 @@ def keys_remove(fragment: str = typer.Argument(help="A retired key, e.g. key-1")
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"removed #{fragment}")
+
+
+async def _with_storage(
+    settings: Settings, work: Callable[[str, AttachmentStorage], Awaitable[T]]
+) -> T:
+    """``work(database URL, attachment storage)``, the embedded server started if it is the
+    one configured; the storage closed after."""
+    url = await asyncio.to_thread(database_url, settings)
+    storage = await asyncio.to_thread(attachment_storage, settings)
+    try:
+        return await work(url, storage)
+    finally:
+        await storage.close()
+
+
+@app.command()
+def backup(
+    file: Path = typer.Argument(..., help="The archive to write (tar; replaced if it exists)."),
+) -> None:
+    """Back up the database and its attachments into FILE, consistently: one pg_dump of one
+    snapshot, and the files exactly that snapshot references, with a manifest of checksums."""
+    settings = Settings()
+
+    async def work(url: str, storage: AttachmentStorage) -> backups.BackupSummary:
+        return await backups.create_backup(url, storage, file, bin_dir=settings.pg_bin_dir)
+
+    try:
+        done = asyncio.run(_with_storage(settings, work))
+    except ConferError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(1) from exc
+    for url in done.missing:
+        typer.echo(f"warning: {url} was deleted before it could be copied", err=True)
+    typer.echo(
+        f"backed up the database (revision {done.revision}) and {done.files} attachment(s),"
+        f" {done.file_bytes} bytes, to {file}"
+    )
+
+
+@app.command()
+def restore(
+    file: Path = typer.Argument(..., help="An archive written by confer backup."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace everything in a database that is not empty."
+    ),
+) -> None:
+    """Restore FILE into the configured database (which must be empty, unless --force) and
+    attachment storage. The whole archive is checked against its checksums first."""
+    settings = Settings()
+
+    async def work(url: str, storage: AttachmentStorage) -> backups.RestoreSummary:
+        return await backups.restore_backup(
+            url, storage, file, force=force, bin_dir=settings.pg_bin_dir
+        )
+
+    try:
+        done = asyncio.run(_with_storage(settings, work))
+    except ConferError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(
+        f"restored the database (revision {done.revision}) and {done.files} attachment(s)"
+        f" from {file}; confer serve migrates it to this version on start"
+    )
 
 
 def main() -> None:

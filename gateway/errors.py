@@ -81,7 +81,11 @@ The hierarchy (wire code in brackets)::
       EncryptionKeyError [encryption_key_error]
       ServiceUnavailableError [service_unavailable]
         DatabaseBusyError [database_busy]
+        StorageUnavailableError [storage_unavailable]
       TranslationFailedError [translation_failed]
+      BackupError [backup_failed]
+        BackupArchiveError [backup_archive_invalid]
+        RestoreTargetNotEmptyError [restore_target_not_empty]
       NothingToTranslateError [nothing_to_translate]
       OAuthError [the RFC 6749 error: invalid_grant, invalid_target…]  (OAuth JSON, not RFC 9457)
       PublicURLChangedError [public_url_changed]  (start-up only: the gateway refuses to start)
@@ -450,8 +454,32 @@ class DatabaseBusyError(ServiceUnavailableError):
         self.headers = {"Retry-After": str(retry_after)}
 
 
+class StorageUnavailableError(ServiceUnavailableError):
+    """The attachment store (an S3-compatible service) did not answer or refused the call;
+    the detail a client sees is generic, the store's own answer is logged."""
+
+    code, title = "storage_unavailable", "The attachment storage is unavailable"
+
+
 class TranslationFailedError(ConferError):
     code, title = "translation_failed", "The translation model could not translate"
+
+
+class BackupError(ConferError):
+    """``confer backup`` or ``confer restore`` could not finish (a command-line error: the
+    detail is the sentence the operator sees)."""
+
+    code, title = "backup_failed", "The backup or restore failed"
+
+
+class BackupArchiveError(BackupError):
+    """The archive is not a Confer backup, or is damaged (a checksum or a member is wrong)."""
+
+    code, title = "backup_archive_invalid", "The backup archive is not valid"
+
+
+class RestoreTargetNotEmptyError(BackupError):
+    code, title = "restore_target_not_empty", "The database to restore into is not empty"
 
 
 class NothingToTranslateError(ConferError):

@@ -76,14 +76,20 @@ def configure_logging(fmt: LogFormat, level: str) -> None:
 
 
 def backends(
-    *, database_url: str | None, redis_url: str | None, nats_url: str | None
+    *,
+    database_url: str | None,
+    redis_url: str | None,
+    nats_url: str | None,
+    attachments: str = "local",
 ) -> dict[str, str]:
     """Which backends are on, for the start-up line: ``postgresql`` is ``embedded`` or
-    ``external``; ``redis`` and ``nats`` are ``on`` or ``off`` (no URL, no credentials)."""
+    ``external``; ``redis`` and ``nats`` are ``on`` or ``off`` (no URL, no credentials);
+    ``attachments`` is ``local`` or ``s3``."""
     return {
         "postgresql": "external" if database_url else "embedded",
         "redis": "on" if redis_url else "off",
         "nats": "on" if nats_url else "off",
+        "attachments": attachments,
     }
 
 

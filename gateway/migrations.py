@@ -124,10 +124,8 @@ _DOWN_REVISION = re.compile(
 )
 
 
-def declared_head() -> str:
-    """The newest revision as written in ``alembic/versions`` (no Alembic import): the one
-    revision no other names as its ``down_revision``. Equals :func:`head_revision` for a
-    linear history (a test holds them together); raises ``RuntimeError`` otherwise."""
+def _declared() -> tuple[set[str], set[str]]:
+    """Every revision written in ``alembic/versions``, and those named as a ``down_revision``."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in (SCRIPT_LOCATION / "versions").glob("*.py"):
@@ -138,6 +136,19 @@ def declared_head() -> str:
         revisions.add(revision.group(1))
         if down.group(1):
             parents.add(down.group(1))
+    return revisions, parents
+
+
+def declared_revisions() -> set[str]:
+    """Every revision this checkout can migrate from (no Alembic import)."""
+    return _declared()[0]
+
+
+def declared_head() -> str:
+    """The newest revision as written in ``alembic/versions`` (no Alembic import): the one
+    revision no other names as its ``down_revision``. Equals :func:`head_revision` for a
+    linear history (a test holds them together); raises ``RuntimeError`` otherwise."""
+    revisions, parents = _declared()
     heads = revisions - parents
     if len(heads) != 1:
         raise RuntimeError(f"expected one head in {SCRIPT_LOCATION / 'versions'}, found {heads}")

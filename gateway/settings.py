@@ -267,6 +267,14 @@ class Settings(BaseSettings):
             self.public_url = f"http://localhost:{self.port}"
         return self
 
+    @model_validator(mode="after")
+    def _s3_needs_a_bucket(self) -> Settings:
+        if self.attachment_storage == "s3" and not self.s3_bucket:
+            raise ValueError("attachment_storage 's3' needs CONFER_S3_BUCKET")
+        if bool(self.s3_access_key_id) != bool(self.s3_secret_access_key):
+            raise ValueError("set both CONFER_S3_ACCESS_KEY_ID and CONFER_S3_SECRET_ACCESS_KEY")
+        return self
+
     permission_ttl_seconds: int = Field(
         default=24 * 3600, description="How long a consent request waits before it is denied."
     )
@@ -375,6 +383,38 @@ class Settings(BaseSettings):
     )
     attachments_dir: Path | None = Field(
         default=None, description="Where uploads are stored; unset = <data_dir>/attachments."
+    )
+    # S3-compatible attachment storage (gateway/storage_s3.py, docs/operations.md).
+    attachment_storage: Literal["local", "s3"] = Field(
+        default="local",
+        description="Where attachment bytes live: `local` (attachments_dir) or `s3` (an "
+        "S3-compatible bucket, the s3_* settings).",
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None,
+        description="The S3-compatible service's URL (e.g. http://127.0.0.1:9000 for MinIO); "
+        "unset = AWS S3 of s3_region.",
+    )
+    s3_region: str = Field(default="us-east-1", description="The bucket's region (SigV4).")
+    s3_bucket: str = Field(default="", description="The bucket (must exist); required for s3.")
+    s3_prefix: str = Field(
+        default="",
+        pattern=r"^([A-Za-z0-9._-]+/)*$",
+        description="Prepended to every object key (e.g. 'confer/'), to share a bucket.",
+    )
+    s3_access_key_id: str | None = Field(
+        default=None, description="Access key; unset = the SDK's default credential chain."
+    )
+    s3_secret_access_key: str | None = None
+    s3_path_style: bool = Field(
+        default=False,
+        description="Address the bucket in the path (http://host/bucket/key), as MinIO and "
+        "most self-hosted services want; false = virtual-hosted style (bucket.host).",
+    )
+    pg_bin_dir: Path | None = Field(
+        default=None,
+        description="Folder of pg_dump and pg_restore for confer backup/restore; unset = the "
+        "oldest new enough among pgserver's, PATH's and /usr/lib/postgresql/*/bin.",
     )
     nats_url: str | None = Field(
         default=None, description="NATS server for the event bus; unset = in-process bus."

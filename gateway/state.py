@@ -21,6 +21,7 @@ from gateway.services.oauth import AuthorizationServer
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
+from gateway.storage import AttachmentStorage
 from gateway.workers.supervisor import Supervisor
 
 
@@ -40,6 +41,7 @@ class AppState:
     keyring: Keyring
     agent_queue: TaskQueue
     oauth: AuthorizationServer
+    storage: AttachmentStorage
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None

@@ -14,7 +14,7 @@ from gateway.deps import Current, State
 from gateway.federation_auth import SignedFetch
 from gateway.routes.conversations import checked_id
 from gateway.services import attachments as service
-from gateway.storage import LocalStorage, attachment_storage
+from gateway.storage import opened
 from models.api import AttachmentPublic
 
 router = APIRouter(tags=["conversations"])
@@ -28,11 +28,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     },
     413: {"description": "Larger than CONFER_ATTACHMENT_MAX_BYTES (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},
+    503: {"description": "The attachment storage is unavailable: storage_unavailable"},
 }
-
-
-def _storage(state: State) -> LocalStorage:
-    return attachment_storage(state.settings)
 
 
 @router.post("/v1/attachments", status_code=201, summary="Upload a file", responses=_ERRORS)
@@ -43,7 +40,7 @@ async def upload_attachment(
     ``content_json.attachment_id`` is the returned ``id``."""
     row = await service.upload(
         state.pool,
-        _storage(state),
+        state.storage,
         current.user,
         filename=file.filename or "",
         content_type=file.content_type,
@@ -62,13 +59,14 @@ async def upload_attachment(
 async def download_attachment(
     attachment_id: str, current: Current, state: State
 ) -> StreamingResponse:
-    """The file, for its uploader or the participants of its message's conversation. A file
+    """The file, for its uploader or the participants of its message's conversation, streamed
+    through the gateway from whichever storage holds it (never a redirect to the store). A file
     a peer sent answers 409 ``attachment_pending`` until it is fetched from the sender's
     instance, and 409 ``attachment_unavailable`` when that failed for good."""
     row = await service.get_for_download(state.pool, current.user, checked_id(attachment_id))
     assert row.storage_url is not None
     return StreamingResponse(
-        _storage(state).open(row.storage_url),
+        await opened(state.storage, row.storage_url),
         media_type=row.content_type or "application/octet-stream",
         headers={
             "Content-Disposition": f"attachment; filename*=UTF-8''{quote(row.filename)}",
@@ -86,6 +84,7 @@ async def download_attachment(
     responses={
         401: {"description": "Not signed per RFC 9421, or the signature fails (problem+json)"},
         403: {"description": "The signing instance has no participant there (problem+json)"},
+        503: {"description": "The attachment storage is unavailable: storage_unavailable"},
         200: {"content": {"application/octet-stream": {}}},
     },
     response_class=StreamingResponse,
@@ -101,7 +100,7 @@ async def fetch_attachment(
     row = await service.get_for_instance(state.pool, signer, checked_id(attachment_id))
     assert row.storage_url is not None
     return StreamingResponse(
-        _storage(state).open(row.storage_url),
+        await opened(state.storage, row.storage_url),
         media_type=row.content_type or "application/octet-stream",
         headers={
             "Content-Length": str(row.size_bytes or 0),

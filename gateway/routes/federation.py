@@ -42,7 +42,6 @@ from gateway.routes import problems
 from gateway.services import a2a_rpc
 from gateway.services import federation as service
 from gateway.services.tasks import Recipient
-from gateway.storage import attachment_storage
 from gateway.store import audit as audit_store
 
 router = APIRouter(tags=["federation"])
@@ -93,7 +92,7 @@ def _context(
         queue=state.agent_queue,
         task_events=state.task_events,
         identity=state.identity,
-        storage=attachment_storage(state.settings),
+        storage=state.storage,
         max_message_chars=state.settings.max_message_chars,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
         peers=state.peers,

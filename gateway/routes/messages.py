@@ -10,7 +10,6 @@ from gateway.deps import Current, State
 from gateway.routes.conversations import _ERRORS, checked_id
 from gateway.services import deliveries
 from gateway.services import messages as service
-from gateway.storage import attachment_storage
 from models.api import MembershipPublic, MessageDetail, MessageUpdate, ReadCreate, ThreadPage
 from models.federation_api import DeliveryList
 
@@ -65,7 +64,7 @@ async def delete_message(
     await service.delete_message(
         state.pool,
         state.hub,
-        attachment_storage(state.settings),
+        state.storage,
         current.user,
         checked_id(conversation_id),
         checked_id(message_id),

@@ -41,7 +41,7 @@ from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy
 from gateway.clock import Clock
 from gateway.db import transaction
-from gateway.errors import PayloadTooLargeError
+from gateway.errors import PayloadTooLargeError, StorageUnavailableError
 from gateway.ids import new_id
 from gateway.services.identity import Identity
 from gateway.settings import Settings
@@ -158,6 +158,8 @@ class AttachmentFetcher:
         except AddressRefusedError as exc:
             return "failed", f"refused by the outbound address policy: {exc.detail}"
         except DIDResolutionError as exc:
+            return "retry", exc.detail
+        except StorageUnavailableError as exc:  # our store, not the peer: ask again later
             return "retry", exc.detail
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
             return "retry", f"{type(exc).__name__}: {exc}"

@@ -14,18 +14,21 @@ import httpx
 import pytest
 
 from a2a.signatures import FETCH_COMPONENTS, sign_request
-from gateway.storage import attachment_storage
+from gateway.storage import storage_key
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, User, next_event, run_instance
+from tests.gateway.s3server import STORAGES, storage_settings, stored_blobs
 
 PAYLOAD = bytes(range(256)) * 300  # 76,800 bytes, every byte value
 
 
-@pytest.fixture
-async def pair(make_database) -> AsyncIterator[tuple[Instance, Instance]]:
+@pytest.fixture(params=STORAGES)
+async def pair(request, make_database, tmp_path) -> AsyncIterator[tuple[Instance, Instance]]:
+    """A, and B whose storage (where fetched files land) is a folder or an S3 bucket."""
+    storage = await storage_settings(request, tmp_path / "b-files")
     async with (
         run_instance(await make_database()) as a,
-        run_instance(await make_database()) as b,
+        run_instance(await make_database(), **storage) as b,
     ):
         yield a, b
 
@@ -109,8 +112,7 @@ async def test_a_file_arrives_intact_only_for_the_receiving_instance(pair) -> No
 
     async with b.state.pool.acquire() as conn:
         stored = await conn.fetchval("SELECT storage_url FROM attachments WHERE id = $1", copy_id)
-    blob = attachment_storage(b.settings)._path(stored)
-    assert blob.exists()
+    assert await stored_blobs(b.settings) == [storage_key(stored)]
 
     sent = await alice.request("GET", f"/v1/conversations/{cid}/messages")
     message_id = next(m["id"] for m in sent.json()["items"] if m["content_type"] == "file")
@@ -120,10 +122,10 @@ async def test_a_file_arrives_intact_only_for_the_receiving_instance(pair) -> No
         await next_event(ws, "message.deleted", 30)
     assert (await bob.request("GET", f"/v1/attachments/{copy_id}")).status_code == 404
     for _ in range(50):  # the bytes go once the delete has committed
-        if not blob.exists():
+        if not await stored_blobs(b.settings):
             break
         await asyncio.sleep(0.1)
-    assert not blob.exists()
+    assert await stored_blobs(b.settings) == []
     assert (await alice.request("GET", f"/v1/attachments/{upload['id']}")).status_code == 404
 
 
@@ -153,6 +155,7 @@ async def test_a_file_whose_hash_does_not_match_is_refused(pair) -> None:
             copy_id,
         )
     assert row["state"] == "failed" and row["storage_url"] == ""  # no bytes kept
+    assert await stored_blobs(b.settings) == []
     # the message itself is kept
     page = await bob.request("GET", f"/v1/conversations/{received['conversation_id']}/messages")
     assert any(m["id"] == received["id"] for m in page.json()["items"])

@@ -65,7 +65,12 @@ async def test_the_start_up_line_names_the_did_addresses_and_backends(database_u
     assert banner["did"] == f"did:web:localhost%3A{port}"
     assert banner["public_url"] == base
     assert banner["client"] == f"{base}/" and banner["docs"] == f"{base}/docs"
-    assert banner["backends"] == {"postgresql": "external", "redis": "on", "nats": "off"}
+    assert banner["backends"] == {
+        "postgresql": "external",
+        "redis": "on",
+        "nats": "off",
+        "attachments": "local",
+    }
     assert banner["did"] in banner["message"] and f"{base}/docs" in banner["message"]
 
 

@@ -1,4 +1,5 @@
-"""The threads archive and attachments over real HTTP and PostgreSQL."""
+"""The threads archive and attachments over real HTTP and PostgreSQL; the attachment tests run
+over both storages, a local folder and an S3-compatible bucket (moto's server on loopback)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway.harness import Instance, User, run_instance
+from tests.gateway.harness import Instance, User, free_port, run_instance
+from tests.gateway.s3server import STORAGES, S3Server, storage_settings, stored_blobs
 
 
 @pytest.fixture
-async def instance(database_url: str, tmp_path: Path) -> AsyncIterator[Instance]:
+async def instance(database_url: str) -> AsyncIterator[Instance]:
+    async with run_instance(database_url) as running:
+        yield running
+
+
+@pytest.fixture(params=STORAGES)
+async def files_instance(
+    request: pytest.FixtureRequest, database_url: str, tmp_path: Path
+) -> AsyncIterator[Instance]:
+    storage = await storage_settings(request, tmp_path / "files")
     async with run_instance(
-        database_url, attachments_dir=tmp_path / "files", attachment_max_bytes=3 * 1024 * 1024
+        database_url, attachment_max_bytes=3 * 1024 * 1024, **storage
     ) as running:
         yield running
 
@@ -67,7 +78,8 @@ async def test_threads_archive(instance: Instance) -> None:
     ).status_code == 404
 
 
-async def test_attachments_upload_send_download(instance: Instance) -> None:
+async def test_attachments_upload_send_download(files_instance: Instance) -> None:
+    instance = files_instance
     alice, bob, cid = await _pair(instance)
     eve = await instance.register("eve")
     data = os.urandom(1_500_000)
@@ -104,20 +116,50 @@ async def test_attachments_upload_send_download(instance: Instance) -> None:
         "POST", f"/v1/conversations/{stolen.json()['id']}/messages", json=body_eve
     )
     assert r.status_code == 422
-    # Deleting the message takes the file out of reach.
+    assert await stored_blobs(instance.settings) == [meta["id"]]
+    # Deleting the message takes the file out of reach, and its bytes out of storage.
     await alice.request("DELETE", f"/v1/conversations/{cid}/messages/{sent.json()['id']}")
     assert (await bob.request("GET", path)).status_code == 404
+    for _ in range(50):  # the bytes go once the delete has committed
+        if not await stored_blobs(instance.settings):
+            break
+        await asyncio.sleep(0.1)
+    assert await stored_blobs(instance.settings) == []
 
 
-async def test_attachment_size_cap(instance: Instance) -> None:
+async def test_attachment_size_cap(files_instance: Instance) -> None:
+    instance = files_instance
     alice, _, _ = await _pair(instance)
     big = await alice.request(
         "POST", "/v1/attachments", files={"file": ("big.bin", b"x" * (3 * 1024 * 1024 + 1))}
     )
     assert big.status_code == 413 and big.json()["code"] == "payload_too_large"
-    folder = Path(instance.settings.attachments_dir or "")
-    assert await asyncio.to_thread(lambda: list(folder.glob("*"))) == []
+    assert await stored_blobs(instance.settings) == []
     async with instance.state.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM attachments") == 0
     empty_name = await alice.request("POST", "/v1/attachments", files={"file": ("", b"abc")})
     assert empty_name.status_code == 422
+
+
+async def test_a_file_missing_from_storage_answers_409(files_instance: Instance) -> None:
+    alice, _, _ = await _pair(files_instance)
+    upload = await alice.request("POST", "/v1/attachments", files={"file": ("a.txt", b"abc")})
+    assert upload.status_code == 201, upload.text
+    settings = files_instance.state.settings
+    await files_instance.state.storage.delete(
+        f"{settings.attachment_storage}:{upload.json()['id']}"
+    )
+    got = await alice.request("GET", f"/v1/attachments/{upload.json()['id']}")
+    assert got.status_code == 409, got.text
+    assert got.json()["code"] == "attachment_unavailable"
+
+
+async def test_an_unreachable_bucket_answers_503(database_url: str) -> None:
+    nobody = S3Server(f"http://127.0.0.1:{free_port()}").settings("confer-nowhere")
+    async with run_instance(database_url, **nobody) as instance:
+        alice = await instance.register("alice")
+        upload = await alice.request("POST", "/v1/attachments", files={"file": ("a.txt", b"abc")})
+        assert upload.status_code == 503, upload.text
+        assert upload.json()["code"] == "storage_unavailable"
+        async with instance.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM attachments") == 0
