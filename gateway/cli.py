@@ -412,7 +412,7 @@ async def _with_storage(
 ) -> T:
     """``work(database URL, attachment storage)``, the embedded server started if it is the
     one configured; the storage closed after."""
-    url = await asyncio.to_thread(database_url, settings)
+    url = await asyncio.to_thread(direct_database_url, settings)
     storage = await asyncio.to_thread(attachment_storage, settings)
     try:
         return await work(url, storage)
