@@ -2,8 +2,9 @@
 
 Read tools carry ``readOnlyHint``; write tools are audited (:func:`gateway.mcp.audit.audited_write`:
 the write and its audit row commit together, a refused write leaves only its audit row) and carry
-``destructiveHint`` (true only for archiving). Every tool here that fails answers with MCP's
-``isError: true`` on top of the structured ``{"ok": false, "code", "error"}``.
+``destructiveHint`` (true only for archiving). Like every Confer tool, one that fails answers
+with MCP's ``isError: true`` on top of the structured ``{"ok": false, "code", "error"}``
+(:class:`gateway.mcp.server.ConferMCPServer`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ def register_concept_tools(server: Any, caller: Caller) -> None:
 
 def _reads(server: Any, caller: Caller) -> None:
     def read_tool(fn: Any) -> Any:
-        server.flag_failures.add(fn.__name__)
         return server.tool(annotations=READ)(guarded(fn))
 
     @read_tool
@@ -194,11 +194,7 @@ def _reads(server: Any, caller: Caller) -> None:
 
 def _writes(server: Any, caller: Caller) -> None:
     def write_tool(annotations: ToolAnnotations) -> Callable[[Any], Any]:
-        def register(fn: Any) -> Any:
-            server.flag_failures.add(fn.__name__)
-            return server.write_tool(annotations=annotations)(fn)
-
-        return register
+        return server.write_tool(annotations=annotations)  # type: ignore[no-any-return]
 
     async def audited(
         ctx: Context, tool: str, agent: str, payload: dict[str, Any], table: str, action: Any
