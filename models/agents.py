@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, StrictFloat
 
 from .base import ConferModel, Ulid
 
@@ -34,7 +34,7 @@ class ModelChoice(ConferModel):
 
     provider: str
     model: str
-    temperature: float | None = None
+    temperature: StrictFloat | None = None
 
 
 class ModelConfig(ConferModel):

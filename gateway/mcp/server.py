@@ -24,12 +24,26 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, JsonValue, ValidationError
+from pydantic import Field, JsonValue, StrictInt, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ConferError
 from gateway.http_errors import problem_for
 from gateway.mcp import permissions, tools
+from gateway.mcp.args import (
+    Agent,
+    Domain,
+    Flag,
+    Identifier,
+    Limit,
+    Markdown,
+    Project,
+    Query,
+    Short,
+    Text,
+    Threshold,
+    Topic,
+)
 from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
 from gateway.mcp.concept_tools import READ, WRITE, register_concept_tools
@@ -39,11 +53,10 @@ from gateway.settings import Settings
 from models import User
 from models.base import Ulid
 
-Limit = Annotated[int, Field(ge=1, le=200)]
 # GET /v1/search's limits (gateway/routes/memory.py); tests/agents/test_mcp_parity.py checks both.
-SearchQuery = Annotated[str, Field(min_length=1, max_length=1000)]
-SearchThreshold = Annotated[float | None, Field(ge=-1, le=1)]
-SearchLimit = Annotated[int, Field(ge=1, le=100)]
+SearchQuery = Query
+SearchThreshold = Threshold | None
+SearchLimit = Annotated[StrictInt, Field(ge=1, le=100)]
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +245,8 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
     async def confer_search_memory(
         ctx: Context,
         query: SearchQuery,
-        project: str | None = None,
-        domain: str | None = None,
+        project: Project | None = None,
+        domain: Domain | None = None,
         method: SearchMode = "auto",
         threshold: SearchThreshold = None,
         limit: SearchLimit = 10,
@@ -255,12 +268,12 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
     @guarded
     async def confer_get_session_context(
         ctx: Context,
-        topic: str,
-        queries: Annotated[list[str], Field(min_length=1, max_length=5)],
-        project: str | None = None,
-        domain: str | None = None,
-        token_budget: Annotated[int, Field(ge=100, le=100_000)] = 4000,
-        limit_per_query: Annotated[int, Field(ge=1, le=20)] = 5,
+        topic: Topic,
+        queries: Annotated[list[Query], Field(min_length=1, max_length=5)],
+        project: Project | None = None,
+        domain: Domain | None = None,
+        token_budget: Annotated[StrictInt, Field(ge=100, le=100_000)] = 4000,
+        limit_per_query: Annotated[StrictInt, Field(ge=1, le=20)] = 5,
     ) -> dict[str, Any]:
         """Context to open a work session: project memory, the memories and knowledge that
         best match 1-5 queries, and recent threads, under a token budget (read-only)."""
@@ -284,10 +297,10 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
     @guarded
     async def confer_get_audit_log(
         ctx: Context,
-        agent: str | None = None,
-        tool_name: str | None = None,
-        target_id: str | None = None,
-        success: bool | None = None,
+        agent: Agent | None = None,
+        tool_name: Short | None = None,
+        target_id: Identifier | None = None,
+        success: Flag | None = None,
         since: datetime | None = None,
         limit: Limit = 50,
     ) -> dict[str, Any]:
@@ -307,10 +320,10 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
     @server.write_tool(annotations=WRITE)
     async def confer_send_message(
         ctx: Context,
-        conversation_id: str,
-        content: str,
-        in_reply_to: str | None = None,
-        agent: str = "claude-code",
+        conversation_id: Identifier,
+        content: Text,
+        in_reply_to: Identifier | None = None,
+        agent: Agent = "claude-code",
     ) -> dict[str, Any]:
         """Send a message as you (``via: claude-code``) to one of your conversations (audited)."""
         return await tools.send_message(
@@ -324,12 +337,12 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
     @server.write_tool(annotations=WRITE)
     async def confer_record_memory(
         ctx: Context,
-        type: str,
-        content: str,
-        importance: int = 5,
-        project: str | None = None,
-        domain: str | None = None,
-        agent: str = "unknown",
+        type: Short,
+        content: Text,
+        importance: StrictInt = 5,
+        project: Project | None = None,
+        domain: Domain | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Record a long-term memory of your agent: type preference | fact | decision |
         learning | procedure, importance 1-10 (audited)."""
@@ -346,13 +359,13 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
     @server.write_tool(annotations=WRITE)
     async def confer_update_project_memory(
         ctx: Context,
-        project_id: str,
-        peer_did: str,
-        base_version: int | None = None,
-        facts_md: str | None = None,
-        decisions_md: str | None = None,
+        project_id: Identifier,
+        peer_did: Identifier,
+        base_version: StrictInt | None = None,
+        facts_md: Markdown | None = None,
+        decisions_md: Markdown | None = None,
         meta: JsonValue = None,
-        agent: str = "unknown",
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Create or update the project memory shared with a peer. Fields you leave out (or
         send as null) keep their stored value; "" empties a text. ``base_version`` must be the
@@ -372,10 +385,10 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
     @server.write_tool(annotations=WRITE)
     async def confer_decide_permission(
         ctx: Context,
-        permission_id: str,
-        decision: str,
-        scope: str | None = None,
-        agent: str = "unknown",
+        permission_id: Identifier,
+        decision: Short,
+        scope: Short | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Decide a pending permission request: decision allow_once | allow_always | deny;
         scope (what allow_always covers) peer | peer_action | global (audited)."""

@@ -14,7 +14,7 @@ from gateway.deps import Current, State
 from gateway.services import concept_context, concept_writes, concepts
 from gateway.state import AppState
 from models import User
-from models.base import ConferModel
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE, ConferModel
 from models.concepts import (
     ConceptType,
     MeasurementCreate,
@@ -57,8 +57,8 @@ async def search_concepts(
     domain: str | None = None,
     project: str | None = None,
     threshold: Annotated[float, Query(ge=-1, le=1)] = 0.3,
-    limit: Annotated[int, Query(ge=1, le=100)] = 10,
-    contested: bool = True,
+    limit: Annotated[int, Query(ge=1, le=100), DIGITS_ONLY] = 10,
+    contested: Annotated[bool, Query(), TRUE_OR_FALSE] = True,
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
     """MCP ``confer_search_concepts``; ``contested=false`` skips the dispute check (bench)."""
@@ -82,7 +82,7 @@ async def active_concepts(
     domain: str | None = None,
     project: str | None = None,
     concept_type: ConceptType | None = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 15,
+    limit: Annotated[int, Query(ge=1, le=100), DIGITS_ONLY] = 15,
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
     """MCP ``confer_get_active_concepts``."""
@@ -104,7 +104,7 @@ async def concept_graph(
     current: Current,
     state: State,
     name: Annotated[str, Query(min_length=1, max_length=1000)],
-    depth: Annotated[int, Query(ge=1, le=3)] = 1,
+    depth: Annotated[int, Query(ge=1, le=3), DIGITS_ONLY] = 1,
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
     """MCP ``confer_get_concept_graph``."""
@@ -129,7 +129,7 @@ async def session_context(
     state: State,
     project: str | None = None,
     domains: Annotated[list[str] | None, Query(max_length=20)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 20,
     format: Literal["markdown", "json"] = "json",
     agent_id: AgentId = None,
 ) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from gateway.services import deliveries
 from gateway.services import messages as service
 from gateway.storage import attachment_storage
 from models.api import MembershipPublic, MessageDetail, MessageUpdate, ReadCreate, ThreadPage
+from models.base import DIGITS_ONLY
 from models.federation_api import DeliveryList
 
 router = APIRouter(tags=["conversations"])
@@ -80,7 +81,7 @@ async def list_thread(
     current: Current,
     state: State,
     after: Annotated[str | None, Query(description="Return replies after this id")] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> ThreadPage:
     """The root and its replies oldest first; follow ``next_after`` for more."""
     if after is not None:
