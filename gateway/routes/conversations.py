@@ -121,7 +121,9 @@ async def list_messages(
     conversation_id: str,
     current: Current,
     state: State,
-    before: Annotated[str | None, Query(description="Return messages older than this id")] = None,
+    before: Annotated[
+        str | None, Query(max_length=26, description="Return messages older than this id")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> MessagePage:
     """Messages newest first; follow ``next_before`` for older pages."""

@@ -123,8 +123,10 @@ async def create_knowledge(
 async def list_knowledge(
     current: Current,
     state: State,
-    category: str | None = None,
-    agent_id: Annotated[str | None, Query(description="Only entries this agent may read")] = None,
+    category: Annotated[str | None, Query(max_length=50)] = None,
+    agent_id: Annotated[
+        str | None, Query(max_length=26, description="Only entries this agent may read")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500), DIGITS_ONLY] = 100,
 ) -> list[KnowledgeRow]:
     """Your knowledge base by priority."""
@@ -181,10 +183,10 @@ async def search(
     current: Current,
     state: State,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
-    scope: Annotated[list[SearchScope] | None, Query()] = None,
+    scope: Annotated[list[SearchScope] | None, Query(max_length=3)] = None,
     method: SearchMode = "auto",
-    project: str | None = None,
-    domain: str | None = None,
+    project: Annotated[str | None, Query(max_length=255)] = None,
+    domain: Annotated[str | None, Query(max_length=64)] = None,
     threshold: Annotated[float | None, Query(ge=-1, le=1)] = None,
     limit: Annotated[int, Query(ge=1, le=100), DIGITS_ONLY] = 20,
 ) -> SearchResults:

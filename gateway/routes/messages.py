@@ -80,7 +80,9 @@ async def list_thread(
     message_id: str,
     current: Current,
     state: State,
-    after: Annotated[str | None, Query(description="Return replies after this id")] = None,
+    after: Annotated[
+        str | None, Query(max_length=26, description="Return replies after this id")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> ThreadPage:
     """The root and its replies oldest first; follow ``next_after`` for more."""

@@ -13,12 +13,14 @@ DID documents, a separate entry point).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import httpx
+import websockets
 
 from tests.gateway.harness import free_port
 from tests.gateway.serving import Served, confer_serve, serve_env
@@ -60,8 +62,6 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
             ("attachment_fetches", "state"),
             ("audit_log", "action"),
             ("conversation_participants", "participant_type"),
-            ("conversation_summaries", "model"),  # the agent's model choice, bounded there
-            ("conversation_summaries", "provider"),
             ("federation_destinations", "destination"),
             ("federation_outbox", "destination"),
             ("federation_outbox", "sender_did"),
@@ -171,6 +171,15 @@ def _upload(world: World, value: str) -> tuple[str, str, dict[str, Any]]:
 
 def _upload_type(world: World, value: str) -> tuple[str, str, dict[str, Any]]:
     return "POST", "/v1/attachments", {"files": {"file": ("f.txt", b"hello", value)}}
+
+
+def _model_choice(world: World, provider: str, model: str) -> tuple[str, str, dict[str, Any]]:
+    choice = {"provider": provider, "model": model}
+    return (
+        "PATCH",
+        f"/v1/agents/{world.agent_id}",
+        {"json": {"model_config": {"summarize": choice}}},
+    )
 
 
 def _project_memory(world: World, value: str) -> tuple[str, str, dict[str, Any]]:
@@ -298,6 +307,11 @@ PROBES: dict[tuple[str, str], list[Probe]] = {
         Probe(_json("PUT", lambda w: "/v1/concepts/vaccines", "name", terms=["t"]))
     ],
     ("project_memory", "project_id"): [Probe(_project_memory)],
+    # a summary records the model that wrote it: the agent's choice must fit there
+    ("conversation_summaries", "provider"): [
+        Probe(lambda w, v: _model_choice(w, v, "m"), short="openai")
+    ],
+    ("conversation_summaries", "model"): [Probe(lambda w, v: _model_choice(w, "openai", v))],
     ("attachments", "filename"): [
         Probe(_upload, short="notes.txt", long=lambda n: "a" * (n - 4) + ".txt")
     ],
@@ -353,6 +367,10 @@ async def _world(base_url: str) -> World:
 
 def _no_traceback(served: Served) -> None:
     output = served.output()
+    import os
+
+    if os.environ.get("C13_DUMP"):
+        open("/tmp/c13_served.log", "w").write(output)
     assert "Traceback" not in output, output[-5000:]
 
 
@@ -465,10 +483,13 @@ async def test_nested_malformed_and_oversized_inputs_get_4xx_on_every_entry_poin
             except httpx.TransportError as exc:
                 failures.append(f"{method} {path} {kwargs['content'][:30]!r}: {exc!r}")
                 continue
+            sent = f"{method} {path} {kwargs['content'][:30]!r}"
             if response.status_code >= 500:
-                failures.append(
-                    f"{method} {path} {kwargs['content'][:30]!r}: {response.text[:200]}"
-                )
+                failures.append(f"{sent}: {response.text[:200]}")
+            elif "a2a" not in path and not (
+                400 <= response.status_code < 500 and isinstance(response.json().get("code"), str)
+            ):
+                failures.append(f"{sent}: not a 4xx problem: {response.text[:200]}")
         for method, path in writable:  # a body over the cap is refused before it is read
             status = await _declared_oversized(served.base_url, method, path, world)
             if status != 413:
@@ -502,6 +523,27 @@ async def test_nested_malformed_and_oversized_inputs_get_4xx_on_every_entry_poin
                 response = await c.get(path)
                 if response.status_code >= 500:
                     failures.append(f"GET {path[:120]!r}: {response.status_code}")
+        # A2A bodies with an API key, and WebSocket frames with and without credentials
+        key = (await c.post("/v1/api-keys", json={"name": "limits"})).json()["key"]
+        for path in ("/users/bob/a2a", f"/agents/{world.agent_id}/a2a", "/a2a"):
+            for body in (deep, '{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": '):
+                response = await c.post(
+                    path,
+                    content=body,
+                    headers={"Authorization": f"Bearer {key}", "content-type": "application/json"},
+                )
+                if response.status_code >= 500:
+                    failures.append(f"A2A {path}: {response.status_code} {response.text[:200]}")
+        ws_url = served.base_url.replace("http://", "ws://") + "/v1/ws"
+        token = world.client.headers["Authorization"].removeprefix("Bearer ")
+        for protocols in (["confer.v1"], ["confer.v1", f"bearer.{token}"]):
+            for frame in (deep, "{not json", '{"type": "auth", "token": "' + "t" * 100_000 + '"}'):
+                async with websockets.connect(ws_url, subprotocols=protocols) as ws:  # type: ignore[list-item]
+                    await ws.send(frame)
+                    with contextlib.suppress(websockets.ConnectionClosed, TimeoutError):
+                        async with asyncio.timeout(10):
+                            while True:
+                                await ws.recv()
         for header in ("Idempotency-Key", "If-Match", "Authorization"):
             response = await c.post(
                 MESSAGES(world), json={"content": "h"}, headers={header: "k" * 10_000}

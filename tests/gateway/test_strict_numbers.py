@@ -157,3 +157,33 @@ async def test_query_integers_and_booleans_are_spelled_as_json(
         else:
             assert response.status_code == 422, response.text
             assert response.json()["code"] == "validation_failed"
+
+
+def _unbounded(schema: dict[str, Any]) -> list[str]:
+    found = []
+    for option in schema.get("anyOf", [schema]):
+        kind = option.get("type")
+        if kind == "string" and not {"maxLength", "enum", "pattern", "format"} & set(option):
+            found.append("string")
+        if kind == "array":
+            if "maxItems" not in option:
+                found.append("array")
+            found += _unbounded(option.get("items", {}))
+    return found
+
+
+def test_every_query_parameter_is_bounded() -> None:
+    """A query value reaches a query (a comparison, a search) or a parser: each string has a
+    length limit, a pattern or an enumeration, each list a count limit."""
+    app = create_app()
+    unbounded = []
+    for route in _api_routes(app.routes):
+        for param in _query_params(route):
+            schema = TypeAdapter(param.field_info.annotation).json_schema()
+            bounded = any(
+                getattr(m, "max_length", None) is not None or getattr(m, "pattern", None)
+                for m in param.field_info.metadata
+            )
+            if _unbounded(schema) and not bounded:
+                unbounded.append(f"{route.path}?{param.name}")
+    assert not unbounded, unbounded
