@@ -22,18 +22,26 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-from pgserver._commands import POSTGRES_BIN_PATH
 
+from gateway.embedded import ensure_runtime_dir
 from tests.gateway.harness import free_port
 
 START_DEADLINE = 180.0
 STOP_DEADLINE = 60.0
 
 
+def _binaries() -> Path:
+    ensure_runtime_dir()
+    from pgserver._commands import POSTGRES_BIN_PATH  # lazily: only these tests need pgserver
+
+    return Path(POSTGRES_BIN_PATH)
+
+
 def _system_user() -> str | None:
     """The user the server runs as: None (ourselves) unless we are root."""
     if os.geteuid() != 0:
         return None
+    ensure_runtime_dir()
     from pgserver.utils import ensure_user_exists
 
     ensure_user_exists("pgserver")
@@ -42,7 +50,7 @@ def _system_user() -> str | None:
 
 def _start(root: Path, port: int) -> subprocess.Popen[bytes]:
     """``initdb`` a data directory under ``root`` and start ``postgres`` on ``port``."""
-    user = _system_user()
+    user, binaries = _system_user(), _binaries()
     root.chmod(0o755)  # the server user must reach its data directory
     data_dir, log = root / "data", root / "server.log"
     data_dir.mkdir()
@@ -52,7 +60,7 @@ def _start(root: Path, port: int) -> subprocess.Popen[bytes]:
             shutil.chown(path, user)
     subprocess.run(
         [
-            str(POSTGRES_BIN_PATH / "initdb"),
+            str(binaries / "initdb"),
             "-D",
             str(data_dir),
             "--auth=trust",
@@ -68,7 +76,7 @@ def _start(root: Path, port: int) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
             [
-                str(POSTGRES_BIN_PATH / "postgres"),
+                str(binaries / "postgres"),
                 "-D",
                 str(data_dir),
                 "-h",
