@@ -21,7 +21,10 @@ from typing import Any
 import asyncpg
 import httpx
 import websockets
+from pydantic import TypeAdapter
 
+from a2a import protocol, signatures
+from did import resolver, web
 from tests.gateway.harness import free_port
 from tests.gateway.serving import Served, confer_serve, serve_env
 
@@ -105,6 +108,24 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
         ]
     },
 }
+
+
+def _federation_bounds() -> dict[tuple[str, str], int]:
+    """The limits the federation entry points enforce before any work, by the column each
+    guards (signature parameters, DID document headers, DIDs, A2A ids)."""
+    a2a_id = TypeAdapter(protocol.Id).json_schema()["maxLength"]
+    return {
+        ("signature_nonces", "keyid"): signatures.MAX_KEYID_LENGTH,
+        ("signature_nonces", "nonce"): signatures.MAX_NONCE_LENGTH,
+        ("peer_agents", "etag"): resolver.MAX_ETAG_LENGTH,
+        ("peer_agents", "did"): web.MAX_DID_LENGTH,
+        ("federation_inbox", "origin_did"): web.MAX_DID_LENGTH,
+        ("federation_inbox", "recipient_did"): web.MAX_DID_LENGTH,
+        ("messages", "sender_did"): web.MAX_DID_LENGTH,
+        ("a2a_tasks", "context_id"): a2a_id,
+        ("a2a_tasks", "remote_message_id"): a2a_id,
+        ("federation_inbox", "remote_message_id"): a2a_id,
+    }
 
 
 @dataclass
@@ -391,12 +412,14 @@ async def test_every_limited_column_refuses_an_oversized_value_with_a_4xx(
     assert not unknown, f"classify these columns: a probe, or why no client reaches them: {unknown}"
     stale = set(PROBES) - {(t, c) for t, c, _, _ in columns}
     assert not stale, stale
+    limits = {(t, c): n for t, c, _, n in columns}
+    wider = {k: (v, limits[k]) for k, v in _federation_bounds().items() if v > limits[k]}
+    assert not wider, f"federation bounds wider than their columns: {wider}"
 
     port = free_port()
     async with confer_serve(serve_env(port, database_url)) as served:
         world = await _world(served.base_url)
         failures = []
-        limits = {(t, c): n for t, c, _, n in columns}
         for (table, column), probes in PROBES.items():
             limit = limits[(table, column)]
             for probe in probes:
