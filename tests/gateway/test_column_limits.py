@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -443,6 +444,25 @@ async def test_every_limited_column_refuses_an_oversized_value_with_a_4xx(
         _no_traceback(served)
 
 
+KNOWN_ULID = "01J9Z8Q6X3V5N2K7M4R1T0W8YB"
+
+
+def _fill(path: str, world: World, values: dict[str, str] | None = None) -> str:
+    """``path`` with its ``{param}``s filled: from ``values``, else the world's rows (a
+    conversation, message, agent, memory, the user ``alice``), else an unknown ULID."""
+    known = {
+        "conversation_id": world.conversation_id,
+        "message_id": world.message_id,
+        "agent_id": world.agent_id,
+        "memory_id": world.memory_id,
+        "username": "alice",
+        **(values or {}),
+    }
+    for name in re.findall(r"{(\w+)}", path):
+        path = path.replace("{" + name + "}", known.get(name, KNOWN_ULID))
+    return path
+
+
 def _nested(depth: int) -> str:
     """A JSON text nested ``depth`` objects-in-lists deep."""
     return '{"a": [' * depth + '"leaf"' + "]}" * depth
@@ -475,20 +495,21 @@ async def test_nested_malformed_and_oversized_inputs_get_4xx_on_every_entry_poin
         c = world.client
         deep = _nested(5000)
         bodies: list[tuple[str, str, dict[str, Any]]] = []
-        writable = [
-            ("POST", MESSAGES(world)),
-            ("POST", MEMORIES(world)),
-            ("POST", "/v1/knowledge"),
-            ("PATCH", "/v1/me"),
-            ("POST", "/v1/contacts"),
-            ("POST", "/v1/conversations"),
-            ("POST", "/v1/concepts/occurrences"),
-            ("PUT", "/v1/agent-context/ambient"),
-            ("POST", "/v1/auth/register"),
-            ("POST", "/v1/auth/login"),
-            ("POST", "/users/alice/a2a"),
-            ("POST", "/a2a"),
+        spec = (await c.get("/openapi.json")).json()
+        operations = [
+            (method.upper(), path, op)
+            for path, item in spec["paths"].items()
+            for method, op in item.items()
+            if method in ("get", "post", "put", "patch", "delete")
         ]
+        writable = [
+            (method, _fill(path, world))
+            for method, path, op in operations
+            if "application/json" in op.get("requestBody", {}).get("content", {})
+        ]
+        assert len(writable) >= 35, len(writable)
+        writable += [("POST", "/users/alice/a2a"), ("POST", f"/agents/{world.agent_id}/a2a")]
+        writable += [("POST", "/a2a")]
         for method, path in writable:
             headers = {"content-type": "application/json"}
             bodies += [
@@ -519,33 +540,24 @@ async def test_nested_malformed_and_oversized_inputs_get_4xx_on_every_entry_poin
                 failures.append(f"{method} {path} with a 3 MiB body: {status}")
         # query values and path segments: oversized, malformed, NUL
         odd = ["x" * 5000, "%00", "%ED%A0%80", "' OR 1=1 --", "1" * 400]
-        gets = [
-            "/v1/search?q={v}",
-            "/v1/search?q=a&project={v}&domain={v}",
-            "/v1/concepts/search?query=a&domain={v}&project={v}&agent_id={v}",
-            "/v1/concepts/active?domain={v}&project={v}",
-            "/v1/concepts/graph?name={v}",
-            "/v1/concepts/domains/{v}",
-            "/v1/concepts/context?project={v}&domains={v}",
-            "/v1/concepts/alerts?project={v}",
-            "/v1/conversations/{v}/messages",
-            f"/v1/conversations/{world.conversation_id}/messages?before={{v}}",
-            f"/v1/conversations/{world.conversation_id}/messages/{{v}}",
-            f"/v1/agents/{world.agent_id}/memories?project_id={{v}}&domain={{v}}&type={{v}}",
-            "/v1/knowledge?agent_id={v}&project_id={v}&category={v}",
-            "/v1/contacts?tag={v}",
-            "/v1/project-memory/{v}?peer_did={v}",
-            "/v1/agents/{v}",
-            "/.well-known/did.json?x={v}",
-            "/users/{v}/did.json",
-            "/agents/{v}/did.json",
-        ]
-        for template in gets:
-            for value in odd:
-                path = template.replace("{v}", value)
-                response = await c.get(path)
-                if response.status_code >= 500:
-                    failures.append(f"GET {path[:120]!r}: {response.status_code}")
+        probed = 0
+        for method, path, op in operations:
+            params = [p for p in op.get("parameters", []) if p["in"] in ("path", "query")]
+            required = {p["name"]: "a" for p in params if p["in"] == "query" and p.get("required")}
+            for param in params:
+                for value in odd:
+                    probed += 1
+                    if param["in"] == "path":
+                        url, query = _fill(path, world, {param["name"]: value}), required
+                    else:
+                        url, query = _fill(path, world), {**required, param["name"]: value}
+                    query_text = "&".join(f"{k}={v}" for k, v in query.items())
+                    target = f"{url}?{query_text}" if query_text else url
+                    body = {"json": {}} if "requestBody" in op else {}
+                    response = await c.request(method, target, **body)
+                    if response.status_code >= 500:
+                        failures.append(f"{method} {target[:120]!r}: {response.status_code}")
+        assert probed >= 500, probed
         # A2A bodies with an API key, and WebSocket frames with and without credentials
         key = (await c.post("/v1/api-keys", json={"name": "limits"})).json()["key"]
         for path in ("/users/bob/a2a", f"/agents/{world.agent_id}/a2a", "/a2a"):
