@@ -14,6 +14,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 _servers: dict[Path, object] = {}
 
 
+def ensure_runtime_dir() -> None:
+    """Give pgserver the private runtime directory it wants (``XDG_RUNTIME_DIR``, via
+    platformdirs) when the environment has none, as root shells often do; call it before
+    importing ``pgserver``."""
+    if "XDG_RUNTIME_DIR" not in os.environ:
+        runtime = Path(tempfile.gettempdir()) / f"confer-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
 def embedded_postgres_url(data_dir: Path, *, stop_at_exit: bool = False) -> str:
     """Start (or reuse) the embedded PostgreSQL under ``data_dir``; return its URL.
 
@@ -25,11 +35,7 @@ def embedded_postgres_url(data_dir: Path, *, stop_at_exit: bool = False) -> str:
     """
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    if "XDG_RUNTIME_DIR" not in os.environ:
-        # pgserver (via platformdirs) wants a private runtime dir; root shells often have none.
-        runtime = Path(tempfile.gettempdir()) / f"confer-runtime-{os.getuid()}"
-        runtime.mkdir(mode=0o700, exist_ok=True)
-        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    ensure_runtime_dir()
     # lazily: only the embedded mode needs pgserver
     from pgserver.postgres_server import get_server
     from pgserver.utils import PostmasterInfo

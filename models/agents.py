@@ -6,9 +6,9 @@ Source: the data model spec, table ``agents``; interfaces ``Agent``, ``ModelConf
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictFloat
 
 from .base import ConferModel, Ulid
 
@@ -30,11 +30,13 @@ class ModelChoice(ConferModel):
 
     Neither is enumerated (providers live in the catalog, models come from the provider's own
     ``/models``); ``temperature`` is the sampling temperature, provider default when ``None``.
+    Their lengths are those of ``conversation_summaries.provider`` and ``.model``, where a
+    summary records which model wrote it.
     """
 
-    provider: str
-    model: str
-    temperature: float | None = None
+    provider: Annotated[str, Field(min_length=1, max_length=64)]
+    model: Annotated[str, Field(min_length=1, max_length=128)]
+    temperature: StrictFloat | None = None
 
 
 class ModelConfig(ConferModel):

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, JsonValue, StrictBool, StringConstraints, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    model_validator,
+)
 from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
@@ -321,7 +329,7 @@ class MessageUpdate(ConferModel):
     has moved on meanwhile the edit is refused with 409 ``edit_conflict``.
     """
 
-    version: int = Field(ge=1)
+    version: StrictInt = Field(ge=1)
     content: Annotated[str, StringConstraints(min_length=1, max_length=32_000)] | None = None
     content_json: StoredJson = None
 

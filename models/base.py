@@ -7,6 +7,7 @@ Source: the data model spec ("Confer — Modelo de datos"): "all identifiers are
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     JsonValue,
     StringConstraints,
@@ -75,6 +77,34 @@ def _check_storable(value: Any) -> Any:
 
 StoredJson = Annotated[JsonValue, AfterValidator(_check_storable)]
 """Free-form JSON that PostgreSQL ``jsonb`` can hold (see :func:`unstorable`)."""
+
+
+_DECIMAL_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+
+
+def _decimal_integer(value: Any) -> Any:
+    if isinstance(value, str) and not _DECIMAL_INTEGER.fullmatch(value):
+        raise ValueError("must be a whole number in decimal digits")
+    return value
+
+
+def _true_or_false(value: Any) -> Any:
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return value
+
+
+DIGITS_ONLY = BeforeValidator(_decimal_integer)
+"""Metadata for an integer query parameter: ``Annotated[int, Query(ge=…), DIGITS_ONLY]``.
+
+A query value is always text, so a strict integer cannot apply; this refuses what the lax one
+would take (``1.0``, ``true``, ``1e3``, spaces) with 422 and keeps only decimal digits. Put it
+after ``Query(…)`` so the bounds stay ``minimum``/``maximum`` in the OpenAPI schema."""
+
+TRUE_OR_FALSE = BeforeValidator(_true_or_false)
+"""Metadata for a boolean query parameter: only ``true`` and ``false`` (not ``1``, ``0``,
+``yes``, ``on``, which the lax boolean takes), the JSON spelling the schema's ``boolean``
+implies."""
 
 
 class ConferModel(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StrictFloat, StringConstraints
 
 from .base import ConferModel, Timestamp, Ulid
 
@@ -151,7 +151,7 @@ class VaccineCreate(ConferModel):
     terms: Annotated[list[ConceptName], Field(min_length=1, max_length=20)]
     scope: Literal["global", "project_specific"] = "global"
     applicable_projects: list[Project] = Field(default_factory=list, max_length=50)
-    min_weight: Annotated[float, Field(ge=0, le=1000)] = 1.0
+    min_weight: Annotated[StrictFloat, Field(ge=0, le=1000)] = 1.0
     description: LongText = ""
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, StringConstraints
+from pydantic import Field, JsonValue, StrictInt, StringConstraints
 
 from .base import ConferModel, StoredJson, Timestamp, Ulid
 
@@ -27,7 +27,7 @@ Domain = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Snapshot = list[StoredJson] | dict[str, StoredJson]
 """One part of an ambient snapshot (context-tables spec ``contexto_ambiental``, ``JSONB``): a list
 or an object, never a bare scalar."""
-Priority = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+Priority = Annotated[StrictInt, Field(ge=-1_000_000, le=1_000_000)]
 """Knowledge priority: higher comes first into the context (an ``INTEGER`` column)."""
 
 
@@ -58,7 +58,7 @@ class MemoryCreate(ConferModel):
 
     type: MemoryType
     content: Text
-    importance: Annotated[int, Field(ge=1, le=10)] = 5
+    importance: Annotated[StrictInt, Field(ge=1, le=10)] = 5
     origin_conversation_id: Ulid | None = None
     project_id: Label | None = None
     domain: Domain | None = None
@@ -70,7 +70,7 @@ class MemoryUpdate(ConferModel):
 
     type: MemoryType | None = None
     content: Text | None = None
-    importance: Annotated[int, Field(ge=1, le=10)] | None = None
+    importance: Annotated[StrictInt, Field(ge=1, le=10)] | None = None
     expires_at: Timestamp | None = None
 
 
@@ -151,7 +151,7 @@ class AmbientContextCreate(ConferModel):
     pending_tasks: Snapshot | None = None
     alerts: Snapshot | None = None
     git_state: Snapshot | None = None
-    ttl_seconds: Annotated[int, Field(ge=1, le=30 * 24 * 3600)] = 3600
+    ttl_seconds: Annotated[StrictInt, Field(ge=1, le=30 * 24 * 3600)] = 3600
 
 
 class SearchHit(ConferModel):
@@ -206,7 +206,7 @@ class ProjectMemoryWrite(ConferModel):
     facts_md: Annotated[str, StringConstraints(max_length=1_000_000)] | None = None
     decisions_md: Annotated[str, StringConstraints(max_length=1_000_000)] | None = None
     meta: StoredJson = None
-    base_version: Annotated[int, Field(ge=1)] | None = None
+    base_version: Annotated[StrictInt, Field(ge=1)] | None = None
 
 
 class ProjectMemoryPublic(ConferModel):

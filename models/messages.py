@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, StrictInt
 
 from .base import ConferModel, Timestamp, Ulid
 
@@ -43,7 +43,7 @@ class Citation(ConferModel):
 
     source: str
     url: str | None = None
-    page: int | None = None
+    page: StrictInt | None = None
     passage: str | None = None
     trust_level: CitationTrustLevel
 

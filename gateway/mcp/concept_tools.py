@@ -2,8 +2,9 @@
 
 Read tools carry ``readOnlyHint``; write tools are audited (:func:`gateway.mcp.audit.audited_write`:
 the write and its audit row commit together, a refused write leaves only its audit row) and carry
-``destructiveHint`` (true only for archiving). Every tool here that fails answers with MCP's
-``isError: true`` on top of the structured ``{"ok": false, "code", "error"}``.
+``destructiveHint`` (true only for archiving). Like every Confer tool, one that fails answers
+with MCP's ``isError: true`` on top of the structured ``{"ok": false, "code", "error"}``
+(:class:`gateway.mcp.server.ConferMCPServer`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,23 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, StrictInt
 from pydantic_core import to_jsonable_python
 
 from gateway.db import Transaction
+from gateway.mcp.args import (
+    Agent,
+    ConceptName,
+    Domain,
+    Domains,
+    Flag,
+    Identifier,
+    Notes,
+    Query,
+    Text,
+    Threshold,
+    Topic,
+)
 from gateway.mcp.audit import audited_write, guarded
 from gateway.mcp.deps import ToolDeps
 from gateway.services import concept_context, concept_import, concept_writes, concepts
@@ -36,8 +50,7 @@ READ = ToolAnnotations(read_only_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 
-Query = Annotated[str, Field(min_length=1, max_length=1000)]
-Threshold = Annotated[float, Field(ge=-1, le=1)]
+ConceptProject = Annotated[str, Field(max_length=200)]
 Caller = Callable[[Context], Awaitable[tuple[ToolDeps, User]]]
 Action = Callable[[Transaction], Awaitable[tuple[dict[str, Any], str | None]]]
 
@@ -61,17 +74,16 @@ def register_concept_tools(server: Any, caller: Caller) -> None:
 
 def _reads(server: Any, caller: Caller) -> None:
     def read_tool(fn: Any) -> Any:
-        server.flag_failures.add(fn.__name__)
         return server.tool(annotations=READ)(guarded(fn))
 
     @read_tool
     async def confer_search_concepts(
         ctx: Context,
         query: Query,
-        domain: str | None = None,
-        project: str | None = None,
+        domain: Domain | None = None,
+        project: ConceptProject | None = None,
         threshold: Threshold = 0.3,
-        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        limit: Annotated[StrictInt, Field(ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
         """Search your concept memory (semantic with similarity >= threshold when pgvector and
         embeddings are available, full text otherwise). Every concept has ``contested``
@@ -91,10 +103,10 @@ def _reads(server: Any, caller: Caller) -> None:
     @read_tool
     async def confer_get_active_concepts(
         ctx: Context,
-        domain: str | None = None,
-        project: str | None = None,
+        domain: Domain | None = None,
+        project: ConceptProject | None = None,
         concept_type: ConceptType | None = None,
-        limit: Annotated[int, Field(ge=1, le=100)] = 15,
+        limit: Annotated[StrictInt, Field(ge=1, le=100)] = 15,
     ) -> dict[str, Any]:
         """Active concepts grouped into principles, patterns and events, by weight (read-only)."""
         state, user = await caller(ctx)
@@ -110,7 +122,7 @@ def _reads(server: Any, caller: Caller) -> None:
 
     @read_tool
     async def confer_get_concept_graph(
-        ctx: Context, concept_name: Query, depth: Annotated[int, Field(ge=1, le=3)] = 1
+        ctx: Context, concept_name: Query, depth: Annotated[StrictInt, Field(ge=1, le=3)] = 1
     ) -> dict[str, Any]:
         """The graph around a concept (name matched accent- and case-insensitively): outgoing
         and incoming relations to ``depth`` 1-3, and its last 5 occurrences (read-only)."""
@@ -118,7 +130,7 @@ def _reads(server: Any, caller: Caller) -> None:
         return ok(await concepts.concept_graph(deps(state), user, name=concept_name, depth=depth))
 
     @read_tool
-    async def confer_get_domain_summary(ctx: Context, domain: str) -> dict[str, Any]:
+    async def confer_get_domain_summary(ctx: Context, domain: Domain) -> dict[str, Any]:
         """A domain's concepts by type and status, its top concepts by weight and its recent
         sessions (read-only)."""
         state, user = await caller(ctx)
@@ -127,9 +139,9 @@ def _reads(server: Any, caller: Caller) -> None:
     @read_tool
     async def confer_get_concept_context(
         ctx: Context,
-        project: str | None = None,
-        domains: Annotated[list[str], Field(max_length=20)] | None = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        project: ConceptProject | None = None,
+        domains: Domains | None = None,
+        limit: Annotated[StrictInt, Field(ge=1, le=200)] = 20,
         format: Literal["markdown", "json"] = "markdown",
     ) -> dict[str, Any]:
         """Active concepts to start a session: principles > patterns > events, then weight,
@@ -143,7 +155,9 @@ def _reads(server: Any, caller: Caller) -> None:
         )
 
     @read_tool
-    async def confer_get_concept_alerts(ctx: Context, project: str | None = None) -> dict[str, Any]:
+    async def confer_get_concept_alerts(
+        ctx: Context, project: ConceptProject | None = None
+    ) -> dict[str, Any]:
         """Health alerts: fractures (dormant/archived concepts with active dependents; critical,
         moderate or low) and missing vaccines (declared directives without enough weight)
         (read-only)."""
@@ -153,11 +167,11 @@ def _reads(server: Any, caller: Caller) -> None:
     @read_tool
     async def confer_open_concept_session(
         ctx: Context,
-        topic: str,
+        topic: Topic,
         queries: Annotated[list[Query], Field(min_length=1, max_length=5)],
-        domain: str | None = None,
-        project: str | None = None,
-        limit_per_query: Annotated[int, Field(ge=1, le=20)] = 5,
+        domain: Domain | None = None,
+        project: ConceptProject | None = None,
+        limit_per_query: Annotated[StrictInt, Field(ge=1, le=20)] = 5,
     ) -> dict[str, Any]:
         """Open a session: 1-5 concept searches (ranked by name, best score first, and per query)
         plus the health alerts, in one call (read-only)."""
@@ -178,8 +192,8 @@ def _reads(server: Any, caller: Caller) -> None:
     async def confer_audit_concept_thread(
         ctx: Context,
         concepts: Annotated[list[Query], Field(min_length=1, max_length=20)],
-        project: str | None = None,
-        include_graph: bool = True,
+        project: ConceptProject | None = None,
+        include_graph: Flag = True,
     ) -> dict[str, Any]:
         """Is a thread of 1-20 concept names covered by your graph? Matching is accent- and
         case-insensitive; with include_graph, each match's top relations and occurrences
@@ -194,11 +208,7 @@ def _reads(server: Any, caller: Caller) -> None:
 
 def _writes(server: Any, caller: Caller) -> None:
     def write_tool(annotations: ToolAnnotations) -> Callable[[Any], Any]:
-        def register(fn: Any) -> Any:
-            server.flag_failures.add(fn.__name__)
-            return server.write_tool(annotations=annotations)(fn)
-
-        return register
+        return server.write_tool(annotations=annotations)  # type: ignore[no-any-return]
 
     async def audited(
         ctx: Context, tool: str, agent: str, payload: dict[str, Any], table: str, action: Any
@@ -224,15 +234,15 @@ def _writes(server: Any, caller: Caller) -> None:
     @write_tool(WRITE)
     async def confer_record_concept_occurrence(
         ctx: Context,
-        concept: str,
-        session: str | None = None,
-        conversation_id: str | None = None,
-        project: str | None = None,
-        note: str | None = None,
+        concept: ConceptName,
+        session: ConceptName | None = None,
+        conversation_id: Identifier | None = None,
+        project: ConceptProject | None = None,
+        note: Notes | None = None,
         type: ConceptType | None = None,
-        description: str | None = None,
-        domains: list[str] | None = None,
-        agent: str = "unknown",
+        description: Text | None = None,
+        domains: Domains | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Record that a session or conversation used a concept (created when ``type`` is given
         and it is new); its weight grows by one use (audited)."""
@@ -261,11 +271,11 @@ def _writes(server: Any, caller: Caller) -> None:
     @write_tool(WRITE)
     async def confer_record_concept_relation(
         ctx: Context,
-        source: str,
-        target: str,
+        source: ConceptName,
+        target: ConceptName,
         kind: EdgeKind,
-        notes: str | None = None,
-        agent: str = "unknown",
+        notes: Notes | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Record an edge between two concepts (depends_on, refines, contradicts, supersedes,
         related_to), or ``interpreted_under`` a ``frame:<alias>``; a correction lives on the
@@ -281,7 +291,7 @@ def _writes(server: Any, caller: Caller) -> None:
 
     @write_tool(WRITE)
     async def confer_promote_concept(
-        ctx: Context, concept: str, agent: str = "unknown"
+        ctx: Context, concept: ConceptName, agent: Agent = "unknown"
     ) -> dict[str, Any]:
         """Make a concept active again (audited)."""
         payload = {"concept": concept, "status": "active"}
@@ -294,7 +304,7 @@ def _writes(server: Any, caller: Caller) -> None:
 
     @write_tool(DESTRUCTIVE)
     async def confer_archive_concept(
-        ctx: Context, concept: str, agent: str = "unknown"
+        ctx: Context, concept: ConceptName, agent: Agent = "unknown"
     ) -> dict[str, Any]:
         """Archive a concept: it leaves session contexts, and concepts depending on it show
         up as fractures (audited)."""
@@ -309,13 +319,13 @@ def _writes(server: Any, caller: Caller) -> None:
     @write_tool(WRITE)
     async def confer_record_measurement(
         ctx: Context,
-        context: str,
+        context: Text,
         outcome: Outcome,
-        ai_contribution: str = "",
-        human_contribution: str = "",
-        project: str = "",
-        domains: list[str] | None = None,
-        agent: str = "unknown",
+        ai_contribution: Text = "",
+        human_contribution: Text = "",
+        project: ConceptProject = "",
+        domains: Domains | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Record a composite AI-human measurement: outcome resolved | partially_resolved |
         not_resolved | not_yet_observable; every domain slug must exist. Stored outside the
@@ -339,9 +349,9 @@ def _writes(server: Any, caller: Caller) -> None:
     @write_tool(WRITE)
     async def confer_import_concepts(
         ctx: Context,
-        content: Annotated[str, Field(min_length=1)],
+        content: Annotated[str, Field(min_length=1, max_length=concept_import.MAX_BYTES)],
         session: Annotated[str, Field(min_length=1, max_length=200)] | None = None,
-        agent: str = "unknown",
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Import a session YAML file (``session``, ``project``, ``domains``, ``concepts`` with
         ``related_to`` lists; ``frame:<alias>`` targets need ``relation: interpreted_under``

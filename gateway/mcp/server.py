@@ -5,14 +5,16 @@ user (:mod:`gateway.mcp.auth`); the gate answers 401 problem+json otherwise, and
 authenticates the same header again, so a tool only ever acts for that user. Read tools never
 modify state; write tools go through :func:`gateway.mcp.audit.audited_write`.
 
-Every refusal is a tool result ``{"ok": false, "code", "error"}`` with the REST API's codes —
-also arguments the tool's schema rejects (``validation_failed``), which the SDK would otherwise
-report as bare error text. Write tools add ``audit_id``: even such a call leaves an audit row.
+Every refusal is a tool result ``{"ok": false, "code", "error"}`` with the REST API's codes and
+MCP's ``isError: true`` — also arguments the tool's schema rejects (``validation_failed``),
+which the SDK would otherwise report as bare error text. Write tools add ``audit_id``: even
+such a call leaves an audit row.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -22,15 +24,29 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, JsonValue, ValidationError
+from pydantic import Field, JsonValue, StrictInt, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ConferError
 from gateway.http_errors import problem_for
 from gateway.mcp import permissions, tools
+from gateway.mcp.args import (
+    Agent,
+    Domain,
+    Flag,
+    Identifier,
+    Limit,
+    Markdown,
+    Project,
+    Query,
+    Short,
+    Text,
+    Threshold,
+    Topic,
+)
 from gateway.mcp.audit import audited_failure, describe_error, guarded
 from gateway.mcp.auth import authenticate
-from gateway.mcp.concept_tools import register_concept_tools
+from gateway.mcp.concept_tools import READ, WRITE, register_concept_tools
 from gateway.mcp.deps import ToolDeps
 from gateway.services.oauth import protected_resource_metadata_url
 from gateway.services.search import SearchMode
@@ -38,11 +54,12 @@ from gateway.settings import Settings
 from models import User
 from models.base import Ulid
 
-Limit = Annotated[int, Field(ge=1, le=200)]
 # GET /v1/search's limits (gateway/routes/memory.py); tests/agents/test_mcp_parity.py checks both.
-SearchQuery = Annotated[str, Field(min_length=1, max_length=1000)]
-SearchThreshold = Annotated[float | None, Field(ge=-1, le=1)]
-SearchLimit = Annotated[int, Field(ge=1, le=100)]
+SearchQuery = Query
+SearchThreshold = Threshold | None
+SearchLimit = Annotated[StrictInt, Field(ge=1, le=100)]
+
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[dict[str, Any]]])
 
@@ -94,15 +111,20 @@ class BearerGate:
 
 
 class ConferMCPServer(MCPServer):
-    """``MCPServer`` whose schema-rejected arguments come back as ``{"ok": false, "code":
-    "validation_failed", "error"}`` results (audited for write tools) instead of error text."""
+    """``MCPServer`` whose every failing tool call is a result ``{"ok": false, "code",
+    "error"}`` with MCP's ``isError: true`` (MCP 2025-06-18 "Tools" §Error Handling: tool
+    execution errors are reported in the result, so generic hosts show them as failures).
+
+    That covers refusals the tools return, arguments the tool's schema rejects
+    (``validation_failed``, audited for write tools), a tool that raises a ConferError outside
+    its own guard (its code) and a crash (``internal_error``, logged with its traceback here,
+    never sent), and an unknown tool name (``not_found``).
+    """
 
     def __init__(self, *args: Any, get_deps: DepsGetter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._get_deps = get_deps
         self.write_tools: set[str] = set()
-        # tools whose refusals also set MCP's ``isError`` (the concept tools)
-        self.flag_failures: set[str] = set()
 
     def write_tool(self, annotations: ToolAnnotations | None = None) -> Callable[[F], F]:
         """Like ``tool()``, for a write tool: its argument errors leave an audit row too."""
@@ -117,29 +139,36 @@ class ConferMCPServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> Any:
-        """Run the tool; arguments its schema rejects become a refusal result (see class)."""
+        """Run the tool; every failure becomes a refusal result with ``isError`` (see class)."""
         try:
             outcome = await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            cause = exc.__cause__
-            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
-                raise
-            code, detail = describe_error(cause)
-            result: dict[str, Any] = {"ok": False, "code": code, "error": detail}
-            if name in self.write_tools and context is not None:
-                result = await self._audit_refusal(name, arguments, context, code, detail)
-            return CallToolResult(
-                content=[TextContent(type="text", text=json.dumps(result))],
-                structured_content=result,
-                is_error=name in self.flag_failures,
-            )
+            return _failure(await self._refusal(name, arguments, context, exc))
         if (
-            name in self.flag_failures
-            and isinstance(outcome, CallToolResult)
+            isinstance(outcome, CallToolResult)
             and (outcome.structured_content or {}).get("ok") is False
         ):
             return outcome.model_copy(update={"is_error": True})
         return outcome
+
+    async def _refusal(
+        self, name: str, arguments: dict[str, Any], context: Context | None, exc: ToolError
+    ) -> dict[str, Any]:
+        cause = exc.__cause__
+        if self._tool_manager.get_tool(name) is None:
+            return {"ok": False, "code": "not_found", "error": f"no tool {name[:100]!r}"}
+        if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+            code, detail = describe_error(cause) if isinstance(cause, Exception) else _UNEXPECTED
+            if code == "internal_error":
+                log.error("MCP tool %s failed", name, exc_info=cause or exc)
+            return {"ok": False, "code": code, "error": detail}
+        code, detail = describe_error(cause)
+        if name in self.write_tools and context is not None:
+            try:
+                return await self._audit_refusal(name, arguments, context, code, detail)
+            except ConferError as refused:  # the caller's token went bad meanwhile
+                code, detail = describe_error(refused)
+        return {"ok": False, "code": code, "error": detail}
 
     async def _audit_refusal(
         self, name: str, arguments: dict[str, Any], ctx: Context, code: str, detail: str
@@ -184,6 +213,16 @@ def build_mcp(get_deps: DepsGetter, settings: Settings) -> tuple[MCPServer, ASGI
 
 Caller = Callable[[Context], Awaitable[tuple[ToolDeps, User]]]
 
+_UNEXPECTED = ("internal_error", "unexpected error")
+
+
+def _failure(result: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(result))],
+        structured_content=result,
+        is_error=True,
+    )
+
 
 def _register(server: ConferMCPServer, get_deps: DepsGetter) -> None:
     async def caller(ctx: Context) -> tuple[ToolDeps, User]:
@@ -196,13 +235,13 @@ def _register(server: ConferMCPServer, get_deps: DepsGetter) -> None:
 
 
 def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
-    @server.tool()
+    @server.tool(annotations=READ)
     @guarded
     async def confer_list_conversations(ctx: Context, limit: Limit = 20) -> dict[str, Any]:
         """List your conversations, most recently active first (read-only)."""
         return await tools.list_conversations(*await caller(ctx), limit=limit)
 
-    @server.tool()
+    @server.tool(annotations=READ)
     @guarded
     async def confer_read_messages(
         ctx: Context, conversation_id: Ulid, limit: Limit = 50, before: Ulid | None = None
@@ -213,13 +252,13 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
             *await caller(ctx), conversation_id=conversation_id, limit=limit, before=before
         )
 
-    @server.tool()
+    @server.tool(annotations=READ)
     @guarded
     async def confer_search_memory(
         ctx: Context,
         query: SearchQuery,
-        project: str | None = None,
-        domain: str | None = None,
+        project: Project | None = None,
+        domain: Domain | None = None,
         method: SearchMode = "auto",
         threshold: SearchThreshold = None,
         limit: SearchLimit = 10,
@@ -237,16 +276,16 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
             limit=limit,
         )
 
-    @server.tool()
+    @server.tool(annotations=READ)
     @guarded
     async def confer_get_session_context(
         ctx: Context,
-        topic: str,
-        queries: Annotated[list[str], Field(min_length=1, max_length=5)],
-        project: str | None = None,
-        domain: str | None = None,
-        token_budget: Annotated[int, Field(ge=100, le=100_000)] = 4000,
-        limit_per_query: Annotated[int, Field(ge=1, le=20)] = 5,
+        topic: Topic,
+        queries: Annotated[list[Query], Field(min_length=1, max_length=5)],
+        project: Project | None = None,
+        domain: Domain | None = None,
+        token_budget: Annotated[StrictInt, Field(ge=100, le=100_000)] = 4000,
+        limit_per_query: Annotated[StrictInt, Field(ge=1, le=20)] = 5,
     ) -> dict[str, Any]:
         """Context to open a work session: project memory, the memories and knowledge that
         best match 1-5 queries, and recent threads, under a token budget (read-only)."""
@@ -260,20 +299,20 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
             limit_per_query=limit_per_query,
         )
 
-    @server.tool()
+    @server.tool(annotations=READ)
     @guarded
     async def confer_list_pending_permissions(ctx: Context, limit: Limit = 50) -> dict[str, Any]:
         """Permission requests waiting for your decision (read-only)."""
         return await tools.list_pending_permissions(*await caller(ctx), limit=limit)
 
-    @server.tool()
+    @server.tool(annotations=READ)
     @guarded
     async def confer_get_audit_log(
         ctx: Context,
-        agent: str | None = None,
-        tool_name: str | None = None,
-        target_id: str | None = None,
-        success: bool | None = None,
+        agent: Agent | None = None,
+        tool_name: Short | None = None,
+        target_id: Identifier | None = None,
+        success: Flag | None = None,
         since: datetime | None = None,
         limit: Limit = 50,
     ) -> dict[str, Any]:
@@ -290,13 +329,13 @@ def _register_reads(server: ConferMCPServer, caller: Caller) -> None:
 
 
 def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
-    @server.write_tool()
+    @server.write_tool(annotations=WRITE)
     async def confer_send_message(
         ctx: Context,
-        conversation_id: str,
-        content: str,
-        in_reply_to: str | None = None,
-        agent: str = "claude-code",
+        conversation_id: Identifier,
+        content: Text,
+        in_reply_to: Identifier | None = None,
+        agent: Agent = "claude-code",
     ) -> dict[str, Any]:
         """Send a message as you (``via: claude-code``) to one of your conversations (audited)."""
         return await tools.send_message(
@@ -307,15 +346,15 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
             agent=agent,
         )
 
-    @server.write_tool()
+    @server.write_tool(annotations=WRITE)
     async def confer_record_memory(
         ctx: Context,
-        type: str,
-        content: str,
-        importance: int = 5,
-        project: str | None = None,
-        domain: str | None = None,
-        agent: str = "unknown",
+        type: Short,
+        content: Text,
+        importance: StrictInt = 5,
+        project: Project | None = None,
+        domain: Domain | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Record a long-term memory of your agent: type preference | fact | decision |
         learning | procedure, importance 1-10 (audited)."""
@@ -329,16 +368,16 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
             agent=agent,
         )
 
-    @server.write_tool()
+    @server.write_tool(annotations=WRITE)
     async def confer_update_project_memory(
         ctx: Context,
-        project_id: str,
-        peer_did: str,
-        base_version: int | None = None,
-        facts_md: str | None = None,
-        decisions_md: str | None = None,
+        project_id: Identifier,
+        peer_did: Identifier,
+        base_version: StrictInt | None = None,
+        facts_md: Markdown | None = None,
+        decisions_md: Markdown | None = None,
         meta: JsonValue = None,
-        agent: str = "unknown",
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Create or update the project memory shared with a peer. Fields you leave out (or
         send as null) keep their stored value; "" empties a text. ``base_version`` must be the
@@ -355,13 +394,13 @@ def _register_writes(server: ConferMCPServer, caller: Caller) -> None:
             agent=agent,
         )
 
-    @server.write_tool()
+    @server.write_tool(annotations=WRITE)
     async def confer_decide_permission(
         ctx: Context,
-        permission_id: str,
-        decision: str,
-        scope: str | None = None,
-        agent: str = "unknown",
+        permission_id: Identifier,
+        decision: Short,
+        scope: Short | None = None,
+        agent: Agent = "unknown",
     ) -> dict[str, Any]:
         """Decide a pending permission request: decision allow_once | allow_always | deny;
         scope (what allow_always covers) peer | peer_action | global (audited)."""

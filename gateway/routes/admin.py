@@ -29,6 +29,7 @@ from models.admin_api import (
     InstanceStats,
     OutboxPage,
 )
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 
 _ULID = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 
@@ -42,7 +43,7 @@ async def require_admin(current: Current, state: State) -> Authenticated:
 
 
 Admin = Annotated[Authenticated, Depends(require_admin)]
-Limit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size."), DIGITS_ONLY]
 Before = Annotated[str | None, Query(pattern=_ULID, description="Cursor: ids below this one.")]
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=problems(401, 403, 422))
@@ -172,7 +173,9 @@ async def list_destinations(
     _: Admin,
     state: State,
     parked: Annotated[
-        bool | None, Query(description="true: parked ones only; false: the others.")
+        bool | None,
+        Query(description="true: parked ones only; false: the others."),
+        TRUE_OR_FALSE,
     ] = None,
 ) -> DestinationList:
     """Peer instances the outbox delivers to: failures, parked state, pending count."""

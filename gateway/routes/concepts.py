@@ -14,7 +14,7 @@ from gateway.deps import Current, State
 from gateway.services import concept_context, concept_writes, concepts
 from gateway.state import AppState
 from models import User
-from models.base import ConferModel
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE, ConferModel
 from models.concepts import (
     ConceptType,
     MeasurementCreate,
@@ -31,7 +31,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such concept, domain or agent of yours (problem+json)"},
     422: {"description": "Invalid input (problem+json)"},
 }
-AgentId = Annotated[str | None, Query(description="one of your agents; default your main agent")]
+AgentId = Annotated[
+    str | None, Query(max_length=26, description="one of your agents; default your main agent")
+]
+DomainSlug = Annotated[str | None, Query(max_length=64)]
+ProjectName = Annotated[str | None, Query(max_length=200)]
 
 
 def deps(state: AppState) -> concepts.ConceptDeps:
@@ -45,7 +49,7 @@ class ThreadAudit(ConferModel):
     concepts: list[Annotated[str, Field(min_length=1, max_length=1000)]] = Field(
         min_length=1, max_length=20
     )
-    project: str | None = None
+    project: Annotated[str, Field(max_length=200)] | None = None
     include_graph: StrictBool = True
 
 
@@ -54,11 +58,11 @@ async def search_concepts(
     current: Current,
     state: State,
     query: Annotated[str, Query(min_length=1, max_length=1000)],
-    domain: str | None = None,
-    project: str | None = None,
+    domain: DomainSlug = None,
+    project: ProjectName = None,
     threshold: Annotated[float, Query(ge=-1, le=1)] = 0.3,
-    limit: Annotated[int, Query(ge=1, le=100)] = 10,
-    contested: bool = True,
+    limit: Annotated[int, Query(ge=1, le=100), DIGITS_ONLY] = 10,
+    contested: Annotated[bool, Query(), TRUE_OR_FALSE] = True,
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
     """MCP ``confer_search_concepts``; ``contested=false`` skips the dispute check (bench)."""
@@ -79,10 +83,10 @@ async def search_concepts(
 async def active_concepts(
     current: Current,
     state: State,
-    domain: str | None = None,
-    project: str | None = None,
+    domain: DomainSlug = None,
+    project: ProjectName = None,
     concept_type: ConceptType | None = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 15,
+    limit: Annotated[int, Query(ge=1, le=100), DIGITS_ONLY] = 15,
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
     """MCP ``confer_get_active_concepts``."""
@@ -104,7 +108,7 @@ async def concept_graph(
     current: Current,
     state: State,
     name: Annotated[str, Query(min_length=1, max_length=1000)],
-    depth: Annotated[int, Query(ge=1, le=3)] = 1,
+    depth: Annotated[int, Query(ge=1, le=3), DIGITS_ONLY] = 1,
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
     """MCP ``confer_get_concept_graph``."""
@@ -127,9 +131,9 @@ async def domain_summary(
 async def session_context(
     current: Current,
     state: State,
-    project: str | None = None,
+    project: ProjectName = None,
     domains: Annotated[list[str] | None, Query(max_length=20)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 20,
     format: Literal["markdown", "json"] = "json",
     agent_id: AgentId = None,
 ) -> dict[str, Any]:
@@ -147,7 +151,7 @@ async def session_context(
 
 @router.get("/v1/concepts/alerts", summary="Health alerts", responses=_ERRORS)
 async def alerts(
-    current: Current, state: State, project: str | None = None, agent_id: AgentId = None
+    current: Current, state: State, project: ProjectName = None, agent_id: AgentId = None
 ) -> dict[str, Any]:
     """MCP ``confer_get_concept_alerts``."""
     return await concept_context.alerts(

@@ -20,6 +20,7 @@ from models.api import (
     MessagePage,
     MessagePosted,
 )
+from models.base import DIGITS_ONLY
 
 router = APIRouter(tags=["conversations"])
 
@@ -56,7 +57,7 @@ async def create_conversation(
 
 @router.get("/v1/conversations", summary="List conversations", responses=_ERRORS)
 async def list_conversations(
-    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200)] = 50
+    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50
 ) -> list[ConversationPublic]:
     """The caller's conversations, most recently active first."""
     return await service.list_conversations(state.pool, current.user, limit, cache_of(state))
@@ -120,8 +121,10 @@ async def list_messages(
     conversation_id: str,
     current: Current,
     state: State,
-    before: Annotated[str | None, Query(description="Return messages older than this id")] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[
+        str | None, Query(max_length=26, description="Return messages older than this id")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> MessagePage:
     """Messages newest first; follow ``next_before`` for older pages."""
     if before is not None:

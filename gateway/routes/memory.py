@@ -11,6 +11,7 @@ from gateway.deps import Current, State
 from gateway.errors import ValidationFailedError
 from gateway.ids import is_ulid
 from gateway.services.search import ALL_SCOPES, SearchMode
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 from models.context import (
     AmbientContextCreate,
     AmbientContextRow,
@@ -56,8 +57,8 @@ async def list_memories(
     current: Current,
     state: State,
     type: MemoryType | None = None,
-    include_expired: bool = False,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    include_expired: Annotated[bool, Query(), TRUE_OR_FALSE] = False,
+    limit: Annotated[int, Query(ge=1, le=500), DIGITS_ONLY] = 100,
 ) -> list[MemoryRow]:
     """Your agent's memories, most important first."""
     return await state.context.memory.list_memories(
@@ -122,9 +123,11 @@ async def create_knowledge(
 async def list_knowledge(
     current: Current,
     state: State,
-    category: str | None = None,
-    agent_id: Annotated[str | None, Query(description="Only entries this agent may read")] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    category: Annotated[str | None, Query(max_length=50)] = None,
+    agent_id: Annotated[
+        str | None, Query(max_length=26, description="Only entries this agent may read")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=500), DIGITS_ONLY] = 100,
 ) -> list[KnowledgeRow]:
     """Your knowledge base by priority."""
     return await state.context.memory.list_knowledge(
@@ -180,12 +183,12 @@ async def search(
     current: Current,
     state: State,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
-    scope: Annotated[list[SearchScope] | None, Query()] = None,
+    scope: Annotated[list[SearchScope] | None, Query(max_length=3)] = None,
     method: SearchMode = "auto",
-    project: str | None = None,
-    domain: str | None = None,
+    project: Annotated[str | None, Query(max_length=255)] = None,
+    domain: Annotated[str | None, Query(max_length=64)] = None,
     threshold: Annotated[float | None, Query(ge=-1, le=1)] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    limit: Annotated[int, Query(ge=1, le=100), DIGITS_ONLY] = 20,
 ) -> SearchResults:
     """Full-text search always; semantic (pgvector) too when available. Hits name their method."""
     return await state.context.search.search(

@@ -11,6 +11,7 @@ from gateway.routes.conversations import _ERRORS, checked_id
 from gateway.services import deliveries
 from gateway.services import messages as service
 from models.api import MembershipPublic, MessageDetail, MessageUpdate, ReadCreate, ThreadPage
+from models.base import DIGITS_ONLY
 from models.federation_api import DeliveryList
 
 router = APIRouter(tags=["conversations"])
@@ -78,8 +79,10 @@ async def list_thread(
     message_id: str,
     current: Current,
     state: State,
-    after: Annotated[str | None, Query(description="Return replies after this id")] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    after: Annotated[
+        str | None, Query(max_length=26, description="Return replies after this id")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> ThreadPage:
     """The root and its replies oldest first; follow ``next_after`` for more."""
     if after is not None:

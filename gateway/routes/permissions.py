@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from gateway.deps import Current, State
 from gateway.services import consent
 from models import PermissionRow
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 from models.federation_api import PermissionDecisionCreate
 
 router = APIRouter(tags=["conversations"])
@@ -25,8 +26,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 async def list_permissions(
     current: Current,
     state: State,
-    pending: Annotated[bool, Query(description="Only requests still waiting")] = False,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    pending: Annotated[
+        bool, Query(description="Only requests still waiting"), TRUE_OR_FALSE
+    ] = False,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> list[PermissionRow]:
     """The caller's permission requests and decisions, newest first."""
     return await consent.list_permissions(

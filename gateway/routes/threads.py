@@ -11,6 +11,7 @@ from gateway.routes.conversations import _ERRORS, checked_id
 from gateway.services import threads as service
 from models import ThreadRow
 from models.api import ThreadCreate, ThreadUpdate
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 
 router = APIRouter(tags=["conversations"])
 
@@ -30,8 +31,8 @@ async def list_threads(
     conversation_id: str,
     current: Current,
     state: State,
-    open_only: Annotated[bool, Query(description="Only threads not closed")] = False,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    open_only: Annotated[bool, Query(description="Only threads not closed"), TRUE_OR_FALSE] = False,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> list[ThreadRow]:
     """Newest first."""
     return await service.list_threads(

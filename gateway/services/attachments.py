@@ -33,11 +33,16 @@ async def upload(
     max_bytes: int,
 ) -> AttachmentRow:
     """Store an upload and record it. Raises PayloadTooLargeError (413) over ``max_bytes`` and
-    ValidationFailedError (422) for an unusable file name."""
+    ValidationFailedError (422) for an unusable file name or a content type longer than its
+    column (128 characters; refused rather than cut, which would store another media type)."""
     name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
     if not name or len(name) > 255:
         raise ValidationFailedError("the file needs a name of 1 to 255 characters")
     check_text(name, "filename")
+    media_type = content_type or "application/octet-stream"
+    if len(media_type) > 128:
+        raise ValidationFailedError("the file's content type is longer than 128 characters")
+    check_text(media_type, "content_type")
     attachment_id = new_id()
     size, sha256, url = await storage.save(attachment_id, read, max_bytes=max_bytes)
     try:
@@ -47,7 +52,7 @@ async def upload(
                 id=attachment_id,
                 user_id=user.id,
                 filename=name,
-                content_type=(content_type or "application/octet-stream")[:128],
+                content_type=media_type,
                 size_bytes=size,
                 storage_url=url,
                 sha256=sha256,

@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 
 from gateway import migrations
-from gateway.embedded import embedded_postgres_url, with_database
+from gateway.embedded import with_database
 from tests.agents.llmserver import FakeLLM
-from tests.conftest import ROOT
+from tests.agents.vector_cluster import vector_cluster
 from tests.gateway.harness import free_port, serve
 
 
@@ -35,9 +35,11 @@ async def llm_server() -> AsyncIterator[LLMServer]:
 
 
 @pytest.fixture(scope="session")
-def vector_admin_dsn() -> str:
-    """An embedded PostgreSQL (pgserver) with the pgvector extension, started once."""
-    return embedded_postgres_url(ROOT / ".data" / "test-pg-vector")
+async def vector_admin_dsn() -> AsyncIterator[str]:
+    """A PostgreSQL cluster with the pgvector extension (pgserver's binaries), of this test
+    session alone: started in a temporary directory on first use, stopped at the end."""
+    async with vector_cluster() as dsn:
+        yield dsn
 
 
 @pytest.fixture

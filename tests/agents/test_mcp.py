@@ -58,9 +58,12 @@ async def mcp_client(instance: Instance, user: User, mode: str = "auto") -> Asyn
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The tool's structured result; a failure (``ok: false``) must also be flagged with MCP's
+    ``isError``, a success must not."""
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, result
-    return dict(result.structured_content or {})
+    content = dict(result.structured_content or {})
+    assert result.is_error is (content.get("ok") is False), result
+    return content
 
 
 async def _audit_rows(database_url: str) -> list[dict[str, Any]]:
@@ -93,6 +96,8 @@ async def test_tools_reads_and_audited_writes(database_url: str, mode: str) -> N
         async with mcp_client(instance, alice, mode) as client:
             listed = await client.list_tools()
             assert {t.name for t in listed.tools} == READ_TOOLS | WRITE_TOOLS
+            hints = {t.name: t.annotations.read_only_hint for t in listed.tools if t.annotations}
+            assert hints == {name: name in READ_TOOLS for name in READ_TOOLS | WRITE_TOOLS}
 
             recorded = await call(
                 client,
@@ -269,3 +274,88 @@ async def test_caller_mistakes_are_tool_results_and_hostile_writes_still_audited
         assert len(failed) == 1 and failed[0]["success"] is False
         async with instance.state.pool.acquire() as conn:
             assert await conn.fetchval("SELECT count(*) FROM messages") == 0
+
+
+async def test_every_failing_tool_sets_is_error_with_a_structured_code(database_url: str) -> None:
+    """MCP 2025-06-18 Tools §Error Handling: a tool execution error is a result with
+    ``isError: true``; Confer's keeps ``{"ok": false, "code", "error"}`` in it, for every tool,
+    whatever failed (the tool's own refusal, its schema, an unknown tool, a crash)."""
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        carol = await instance.register("carol")
+        theirs = await bob.direct_with(carol.did)
+        unknown_id = "01J9Z8Q6X3V5N2K7M4R1T0W8YB"
+        cases: dict[str, tuple[dict[str, Any], str | None]] = {
+            "confer_list_conversations": ({"limit": 0}, "validation_failed"),
+            "confer_read_messages": ({"conversation_id": theirs["id"]}, "conversation_not_found"),
+            "confer_search_memory": ({"query": "a\x00b"}, "invalid_text"),
+            "confer_get_session_context": ({"topic": "t", "queries": []}, "validation_failed"),
+            "confer_list_pending_permissions": ({"limit": "many"}, "validation_failed"),
+            "confer_get_audit_log": ({"since": "yesterday"}, "validation_failed"),
+            "confer_send_message": (
+                {"conversation_id": theirs["id"], "content": "hi"},
+                "conversation_not_found",
+            ),
+            "confer_record_memory": ({"type": "whim", "content": "x"}, "validation_failed"),
+            "confer_update_project_memory": (
+                {"project_id": "p", "peer_did": bob.did, "base_version": 7, "facts_md": "x"},
+                None,
+            ),
+            "confer_decide_permission": (
+                {"permission_id": unknown_id, "decision": "allow_once"},
+                "permission_not_found",
+            ),
+            "confer_search_concepts": ({"query": ""}, "validation_failed"),
+            "confer_get_active_concepts": ({"concept_type": "idea"}, "validation_failed"),
+            "confer_get_concept_graph": ({"concept_name": "nope"}, "concept_not_found"),
+            "confer_get_domain_summary": ({"domain": 5}, "validation_failed"),
+            "confer_get_concept_context": ({"format": "html"}, "validation_failed"),
+            "confer_get_concept_alerts": ({"project": ["a"]}, "validation_failed"),
+            "confer_open_concept_session": ({"topic": "t", "queries": []}, "validation_failed"),
+            "confer_audit_concept_thread": ({"concepts": []}, "validation_failed"),
+            "confer_record_concept_occurrence": ({"concept": "nope"}, None),
+            "confer_record_concept_relation": (
+                {"source": "a", "target": "b", "kind": "loves"},
+                "validation_failed",
+            ),
+            "confer_promote_concept": ({"concept": "nope"}, "concept_not_found"),
+            "confer_archive_concept": ({"concept": "nope"}, "concept_not_found"),
+            "confer_record_measurement": (
+                {"context": "c", "outcome": "resolved", "domains": ["nope"]},
+                "validation_failed",
+            ),
+            "confer_import_concepts": ({"content": "concepts: ["}, None),
+        }
+        async with mcp_client(instance, alice) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert names == set(cases)  # a new tool needs its failing case here
+            for name, (arguments, code) in cases.items():
+                result = await client.call_tool(name, arguments)
+                content = dict(result.structured_content or {})
+                assert result.is_error is True, (name, result)
+                assert content["ok"] is False and content["code"] != "internal_error", content
+                assert code is None or content["code"] == code, (name, content)
+                assert json.loads(result.content[0].text) == content  # type: ignore[union-attr]
+                assert ("audit_id" in content) is (name in WRITE_TOOLS), (name, content)
+
+            unknown = await client.call_tool("confer_no_such_tool", {})
+            assert unknown.is_error is True
+            assert (unknown.structured_content or {})["code"] == "not_found"
+
+            # a crash in a tool: isError and internal_error, nothing of the exception sent
+            conn = await asyncpg.connect(database_url)
+            try:
+                await conn.execute("ALTER TABLE agent_memories RENAME TO agent_memories_x")
+                crashed = await client.call_tool("confer_search_memory", {"query": "anything"})
+            finally:
+                await conn.execute("ALTER TABLE agent_memories_x RENAME TO agent_memories")
+                await conn.close()
+            assert crashed.is_error is True
+            assert crashed.structured_content == {
+                "ok": False,
+                "code": "internal_error",
+                "error": "unexpected error",
+            }
+            fine = await client.call_tool("confer_search_memory", {"query": "anything"})
+            assert fine.is_error is False and (fine.structured_content or {})["hits"] == []

@@ -190,7 +190,7 @@ async def test_read_tools_refuse_what_rest_refuses_with_the_same_codes(database_
                 rest = await alice.request("GET", path, params=params)
                 assert rest.status_code == 422 and rest.json()["code"] == code, (path, rest.text)
                 result = await client.call_tool(tool, arguments)
-                assert not result.is_error, (tool, arguments, result)
+                assert result.is_error, (tool, arguments, result)
                 _refused(dict(result.structured_content or {}), code)
                 assert "audit_id" not in (result.structured_content or {})
 
@@ -232,7 +232,7 @@ async def test_write_tools_use_the_rest_codes_and_audit_argument_errors(database
                 "confer_record_memory",
                 {"type": "fact", "content": "x", "importance": "high", "agent": "typo-bot"},
             )
-            assert not wrong_type.is_error, wrong_type
+            assert wrong_type.is_error, wrong_type
             result = dict(wrong_type.structured_content or {})
             _refused(result, "validation_failed")
             assert "importance" in result["error"]

@@ -33,9 +33,12 @@ async def mcp_with(instance: Instance, credential: str) -> AsyncIterator[Client]
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The tool's structured result; a failure (``ok: false``) must also be flagged with MCP's
+    ``isError``, a success must not."""
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, result
-    return dict(result.structured_content or {})
+    content = dict(result.structured_content or {})
+    assert result.is_error is (content.get("ok") is False), result
+    return content
 
 
 async def rows(instance: Instance, sql: str, *args: Any) -> list[dict[str, Any]]:
