@@ -73,8 +73,14 @@ def stop_embedded_postgres(data_dir: Path) -> bool:
     info = PostmasterInfo.read_from_pgdata(data_dir)
     if info is None or not info.is_running():
         return False
-    # pgserver runs the server as its own system user when started by root
-    user = "pgserver" if os.geteuid() == 0 else None
+    # pgserver runs the server as its own system user when started by root; that user must
+    # still reach the data directory (something may have tightened a parent since the start)
+    user = None
+    if os.geteuid() == 0:
+        from pgserver.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(data_dir)
+        user = "pgserver"
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user)
     return True
 
