@@ -52,8 +52,10 @@ from gateway.routes import (
     messages,
     ops,
     participants,
+    password_reset,
     permissions,
     project_memory,
+    push,
     threads,
     translations,
     web,
@@ -65,7 +67,10 @@ from gateway.services.encryption import Keyring
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
+from gateway.services.mail import Mailer
+from gateway.services.password_reset import PasswordResets
 from gateway.services.peers import LocalDocuments, PeerDirectory
+from gateway.services.push import WebPushSender, load_vapid_key, vapid_subject
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -76,6 +81,7 @@ from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
+from gateway.workers.notifications import NotificationWorker
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
 
@@ -123,6 +129,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None
         agent_queue: TaskQueue | None = None
+        mailer = Mailer(settings)
         try:
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
@@ -169,6 +176,26 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
+            vapid = await load_vapid_key(pool)
+            app.state.confer.outbound_policy = policy
+            app.state.confer.vapid = vapid
+            app.state.confer.mailer = mailer
+            app.state.confer.password_resets = PasswordResets(
+                pool,
+                clock,
+                settings,
+                app.state.confer.accounts.passwords,
+                app.state.confer.accounts.limiter,
+                mailer,
+            )
+            pusher = WebPushSender(
+                http,
+                policy,
+                vapid,
+                subject=vapid_subject(settings),
+                ttl=settings.push_ttl_seconds,
+                timeout=settings.outbound_timeout_seconds,
+            )
             collector = InstanceCollector(pool, lambda: hub.device_count if hub else 0)
             app.state.confer.metrics = collector
             app.state.confer.metrics_registry = build_registry(collector)
@@ -196,6 +223,17 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ).run,
                 ),
                 ("agents", agents.run),
+                (
+                    "notifications",
+                    NotificationWorker(
+                        pool,
+                        clock,
+                        settings,
+                        hub.ephemeral,
+                        pusher if settings.web_push else None,
+                        mailer,
+                    ).run,
+                ),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
                 ("translate", lambda: run_auto_translator(context.translator, hub)),
                 ("retention", lambda: run_retention(pool, clock, settings)),
@@ -228,6 +266,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
+            await mailer.aclose()
             if agent_queue is not None:
                 await agent_queue.close()
             if hub is not None:
@@ -301,7 +340,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         methods=["GET", "POST", "DELETE"],
         include_in_schema=False,
     )
-    for module in (api_keys, cards, contacts, permissions, translations, ops):
+    for module in (api_keys, cards, contacts, permissions, translations, ops, push, password_reset):
         app.include_router(module.router)
     web.install_web(app)
     return app
