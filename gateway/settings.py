@@ -338,13 +338,13 @@ class Settings(BaseSettings):
     notify_quiet_seconds: float = Field(
         default=10.0,
         gt=0,
-        description="A user's burst of messages becomes one notification once no new one"
-        " has come for this long...",
+        description="A burst of messages to a user with no device connected becomes one"
+        " notification once no new one has come for this long,",
     )
     notify_max_delay_seconds: float = Field(
         default=60.0,
         gt=0,
-        description="...or once its first message is this old (a steady stream still notifies).",
+        description="or once its first message is this old (a steady stream still notifies).",
     )
     notify_retry_seconds: float = Field(
         default=30.0,

@@ -33,13 +33,14 @@ class PrivacyPreferences(ConferModel):
     """``UserPreferences.privacy``: whether the user's agent may answer while the user is away,
     and whether notifications may show who wrote what.
 
-    ``notification_preview`` is Confer's addition to the spec's interface (absent in stored
-    preferences = true): false keeps message text, sender and conversation names out of every
-    push and e-mail notification, which then only say how many messages wait.
+    ``notification_preview`` is Confer's addition to the spec's interface (None, as in
+    preferences stored before it existed, means true): false keeps message text, sender and
+    conversation names out of every push and e-mail notification, which then only say how many
+    messages wait.
     """
 
     allow_offline_response: bool
-    notification_preview: bool = True
+    notification_preview: bool | None = None
 
 
 class UserPreferences(ConferModel):

@@ -98,7 +98,7 @@ def compose(user: User, pending: list[PendingMessage], *, public_url: str) -> Di
     url = public_url.rstrip("/") + "/"
     count = len(kept)
     requests = sum(m.content_type == "permission_request" for m in kept)
-    if not user.preferences.privacy.notification_preview:
+    if user.preferences.privacy.notification_preview is False:
         if requests == count:
             title = (
                 "A permission request is waiting" if count == 1 else f"{count} permission requests"

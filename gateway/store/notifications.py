@@ -88,12 +88,13 @@ async def claim_due(
 async def next_due_at(
     conn: asyncpg.Connection, *, quiet: timedelta, max_delay: timedelta
 ) -> datetime | None:
-    """When the earliest pending user's burst will be over (None: nothing pending)."""
+    """When the earliest pending user's burst will be over and its rows free (not waiting for
+    a retry, not leased by another process); None when nothing is pending."""
     value = await conn.fetchval(
         """SELECT min(GREATEST(LEAST(last + $1::interval, first + $2::interval),
-                               COALESCE(retry, '-infinity')))
+                               COALESCE(retry, '-infinity'), COALESCE(leased, '-infinity')))
            FROM (SELECT max(created_at) AS last, min(created_at) AS first,
-                        max(next_at) AS retry
+                        max(next_at) AS retry, max(leased_until) AS leased
                  FROM notification_outbox GROUP BY user_id) AS pending""",
         quiet,
         max_delay,

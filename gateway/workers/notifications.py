@@ -34,6 +34,7 @@ from typing import Any
 import asyncpg
 
 from gateway.clock import Clock
+from gateway.db import listening
 from gateway.realtime.ephemeral import EphemeralStore
 from gateway.services.mail import Mailer, MailError
 from gateway.services.notifications import Digest, compose, mail_text
@@ -84,16 +85,10 @@ class NotificationWorker:
         """Notify until cancelled, woken by ``NOTIFY confer_notifications``."""
         # Its own connection, outside the pool: a LISTEN for the life of the worker must not
         # hold a slot that requests wait for.
-        listener = await self._pool.connect_direct()
-        try:
-            await listener.add_listener(store.NOTIFY_CHANNEL, self.wake)
+        async with listening(self._pool, store.NOTIFY_CHANNEL, self.wake):
             while True:
                 if not await self.run_once():
                     await self._sleep()
-        finally:
-            with contextlib.suppress(Exception):
-                await listener.remove_listener(store.NOTIFY_CHANNEL, self.wake)
-            await listener.close()
 
     async def run_once(self) -> bool:
         """Claim the due users' rows and notify each user once; True when there were any."""

@@ -128,7 +128,11 @@ class PushService:
         point = unb64url(parts["k"])
         key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
         claims = jwt.decode(
-            parts["t"], key, algorithms=["ES256"], audience=self.origin, options={"require": ["exp"]}
+            parts["t"],
+            key,
+            algorithms=["ES256"],
+            audience=self.origin,
+            options={"require": ["exp"]},
         )
         assert claims["exp"] <= time.time() + 24 * 3600, "exp more than 24 h ahead"
         assert claims.get("sub"), "no sub claim"

@@ -214,9 +214,10 @@ async def test_subscriptions_are_validated(pushes: tuple[Instance, PushService])
 
 
 async def test_loopback_endpoint_is_refused_by_the_address_policy(database_url: str) -> None:
-    async with push_service() as push, run_instance(
-        database_url, allow_private_networks=False
-    ) as instance:
+    async with (
+        push_service() as push,
+        run_instance(database_url, allow_private_networks=False) as instance,
+    ):
         bob = await instance.register("bob")
         body = push.browser("bob").subscription(push.endpoint("bob"))
         response = await bob.request("POST", "/v1/push/subscriptions", json=body)
@@ -262,3 +263,23 @@ async def test_offline_user_gets_an_email(database_url: str) -> None:
             assert instance.base_url in body
             await asyncio.sleep(QUIET * 2)
             assert len(mails) == 1
+
+
+async def test_a_peer_permission_request_notifies_the_owner(make_database: Any) -> None:
+    async with (
+        push_service() as push,
+        run_instance(await make_database()) as a,
+        run_instance(await make_database(), **FAST) as b,
+    ):
+        push.vapid_public_key = (await b.client.get("/v1/push/vapid-public-key")).json()[
+            "public_key"
+        ]
+        alice = await a.register("alice")
+        bob = await b.register("bob")
+        await subscribe(bob, push, "bob")
+        conversation = await alice.direct_with(bob.profile["agent_did"])
+        await alice.send(conversation["id"], "May I see the Q3 plan?")  # policy: ask
+        [payload] = await eventually(lambda: push.received["bob"], within=30)
+        assert payload["title"] == "Permission request" and payload["count"] == 1
+        assert "asks to" in payload["body"] and "Q3 plan" in payload["body"]
+        assert push.errors == []

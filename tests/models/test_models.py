@@ -30,7 +30,7 @@ PREFERENCES = {
     "language": "es",
     "timezone": "Europe/Madrid",
     "notification": {"push": True, "email": False},
-    "privacy": {"allow_offline_response": True},
+    "privacy": {"allow_offline_response": True, "notification_preview": False},
 }
 POLICY_RULE = {
     "peer": "did:web:peer.example:agents:bob",
