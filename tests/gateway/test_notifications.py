@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from gateway.services.mail import Mailer, MailError
+from gateway.settings import Settings
 from tests.gateway.harness import Instance, User, run_instance
 from tests.gateway.pushservice import PushService, push_service, smtp_server
 
@@ -89,8 +91,14 @@ async def test_an_online_user_gets_no_push(pushes: tuple[Instance, PushService])
     instance, push = pushes
     alice, bob, conversation = await _pair(instance, push)
     async with bob.websocket():
-        await alice.send(conversation, "you are here")
-        assert await pending(instance, bob) == 1  # queued with the message...
+        sent = await alice.send(conversation, "you are here")
+        async with instance.state.pool.acquire() as conn:
+            same_transaction = await conn.fetchval(
+                """SELECT m.xmin::text = o.xmin::text FROM messages m
+                   JOIN notification_outbox o ON o.message_id = m.id WHERE m.id = $1""",
+                sent["id"],
+            )
+        assert same_transaction is True  # queued in the message's own transaction...
         await eventually(lambda: _none(instance, bob))
     assert push.hits["bob"] == 0  # ...and dropped: a device was connected
 
@@ -283,3 +291,29 @@ async def test_a_peer_permission_request_notifies_the_owner(make_database: Any) 
         assert payload["title"] == "Permission request" and payload["count"] == 1
         assert "asks to" in payload["body"] and "Q3 plan" in payload["body"]
         assert push.errors == []
+
+
+async def test_queued_notifications_survive_a_restart(database_url: str) -> None:
+    async with push_service() as push:
+        slow = {**FAST, "notify_quiet_seconds": 600, "notify_max_delay_seconds": 600}
+        async with run_instance(database_url, **slow) as first:
+            push.vapid_public_key = (await first.client.get("/v1/push/vapid-public-key")).json()[
+                "public_key"
+            ]
+            alice, _, conversation = await _pair(first, push)
+            await alice.send(conversation, "sent just before the stop")
+        assert push.hits["bob"] == 0
+        async with run_instance(database_url, **FAST):
+            [payload] = await eventually(lambda: push.received["bob"])
+        assert "sent just before the stop" in payload["body"]
+        assert push.errors == []
+
+
+async def test_starttls_is_required_not_skipped() -> None:
+    with smtp_server() as (port, mails):
+        settings = Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_tls="starttls")
+        with pytest.raises(MailError):  # the server offers no STARTTLS: refuse, not plain text
+            await Mailer(settings).send("bob@notify.example", "hello", "text")
+        plain = Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_tls="none")
+        await Mailer(plain).send("bob@notify.example", "hello", "text")
+        assert [recipients for recipients, _ in mails] == [["bob@notify.example"]]
