@@ -21,16 +21,20 @@ async def queue_message(
     conn: asyncpg.Connection, *, user_ids: Sequence[str], message_id: str, conversation_id: str
 ) -> int:
     """Queue ``message_id`` for those of ``user_ids`` who could be notified of it at all: a
-    live account with push or e-mail on, whose participation in the conversation is not
-    ``none``. Wakes the worker (``NOTIFY``, delivered on commit). Returns the rows written."""
+    live account with a channel — push on and a push subscription, or e-mail on and an
+    address — whose participation in the conversation is not ``none`` (so most messages to
+    users of no such channel cost no row). Wakes the worker (``NOTIFY``, delivered on commit).
+    Returns the rows written."""
     status = await conn.execute(
         """INSERT INTO notification_outbox (user_id, message_id, conversation_id)
            SELECT u.id, $2, $3 FROM users u
            LEFT JOIN conversation_participants p ON p.conversation_id = $3 AND p.user_id = u.id
            WHERE u.id = ANY($1::char(26)[]) AND u.deleted_at IS NULL
              AND COALESCE(p.notification, 'all') <> 'none'
-             AND (COALESCE((u.preferences_json -> 'notification' ->> 'push')::boolean, false)
-               OR COALESCE((u.preferences_json -> 'notification' ->> 'email')::boolean, false))""",
+             AND ((COALESCE((u.preferences_json -> 'notification' ->> 'push')::boolean, false)
+                   AND EXISTS (SELECT 1 FROM push_subscriptions s WHERE s.user_id = u.id))
+               OR (COALESCE((u.preferences_json -> 'notification' ->> 'email')::boolean, false)
+                   AND u.email IS NOT NULL))""",
         list(user_ids),
         message_id,
         conversation_id,
