@@ -13,7 +13,7 @@ import pytest
 
 from gateway.services.mail import Mailer, MailError
 from gateway.settings import Settings
-from tests.gateway.harness import Instance, User, run_instance
+from tests.gateway.harness import Instance, User, free_port, run_instance
 from tests.gateway.pushservice import PushService, push_service, smtp_server
 
 QUIET = 1.0
@@ -318,3 +318,22 @@ async def test_starttls_is_required_not_skipped() -> None:
         plain = Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_tls="none")
         await Mailer(plain).send("bob@notify.example", "hello", "text")
         assert [recipients for recipients, _ in mails] == [["bob@notify.example"]]
+
+
+async def test_two_processes_share_the_outbox(database_url: str) -> None:
+    async with (
+        push_service() as push,
+        run_instance(database_url, **FAST) as first,
+        run_instance(database_url, port=free_port(), **FAST) as second,
+    ):
+        push.vapid_public_key = (await first.client.get("/v1/push/vapid-public-key")).json()[
+            "public_key"
+        ]
+        alice, bob, conversation = await _pair(first, push)
+        for i in range(3):
+            await alice.send(conversation, f"burst {i}")
+        [payload] = await eventually(lambda: push.received["bob"])
+        await asyncio.sleep(QUIET * 3)
+        assert push.hits["bob"] == 1 and payload["count"] == 3  # leased by one process only
+        assert await pending(second, bob) == 0
+        assert push.errors == []
