@@ -53,8 +53,10 @@ from gateway.routes import (
     oauth,
     ops,
     participants,
+    password_reset,
     permissions,
     project_memory,
+    push,
     threads,
     translations,
     web,
@@ -66,9 +68,12 @@ from gateway.services.encryption import Keyring
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
+from gateway.services.mail import Mailer
 from gateway.services.oauth import AuthorizationServer
 from gateway.services.oauth_clients import ClientDirectory
+from gateway.services.password_reset import PasswordResets
 from gateway.services.peers import LocalDocuments, PeerDirectory
+from gateway.services.push import WebPushSender, load_vapid_key, vapid_subject
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -79,6 +84,7 @@ from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
+from gateway.workers.notifications import NotificationWorker
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
 
@@ -136,6 +142,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
         hub = None
         agent_queue: TaskQueue | None = None
+        mailer = Mailer(settings)
         try:
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
@@ -188,6 +195,26 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
+            vapid = await load_vapid_key(pool)
+            app.state.confer.outbound_policy = policy
+            app.state.confer.vapid = vapid
+            app.state.confer.mailer = mailer
+            app.state.confer.password_resets = PasswordResets(
+                pool,
+                clock,
+                settings,
+                app.state.confer.accounts.passwords,
+                app.state.confer.accounts.limiter,
+                mailer,
+            )
+            pusher = WebPushSender(
+                http,
+                policy,
+                vapid,
+                subject=vapid_subject(settings),
+                ttl=settings.push_ttl_seconds,
+                timeout=settings.outbound_timeout_seconds,
+            )
             collector = InstanceCollector(pool, lambda: hub.device_count if hub else 0)
             app.state.confer.metrics = collector
             app.state.confer.metrics_registry = build_registry(collector)
@@ -213,6 +240,17 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     AttachmentFetcher(pool, http, identity, clock, settings, policy, storage).run,
                 ),
                 ("agents", agents.run),
+                (
+                    "notifications",
+                    NotificationWorker(
+                        pool,
+                        clock,
+                        settings,
+                        hub.ephemeral,
+                        pusher if settings.web_push else None,
+                        mailer,
+                    ).run,
+                ),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
                 ("translate", lambda: run_auto_translator(context.translator, hub)),
                 ("retention", lambda: run_retention(pool, clock, settings)),
@@ -246,6 +284,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
+            await mailer.aclose()
             if agent_queue is not None:
                 await agent_queue.close()
             if hub is not None:
@@ -325,7 +364,17 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         methods=["GET", "POST", "DELETE"],
         include_in_schema=False,
     )
-    for module in (api_keys, cards, contacts, permissions, translations, ops, oauth):
+    for module in (
+        api_keys,
+        cards,
+        contacts,
+        permissions,
+        translations,
+        ops,
+        oauth,
+        push,
+        password_reset,
+    ):
         app.include_router(module.router)
     web.install_web(app)
     return app

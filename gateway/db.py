@@ -107,6 +107,23 @@ class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no type informa
         return conn
 
 
+@contextlib.asynccontextmanager
+async def listening(
+    pool: Pool, channel: str, callback: Callable[..., object]
+) -> AsyncIterator[asyncpg.Connection]:
+    """``LISTEN channel`` on a direct connection (:meth:`Pool.connect_direct`) for the life of
+    the block, calling ``callback(connection, pid, channel, payload)`` on each ``NOTIFY``; the
+    connection is closed on exit. Raises what ``connect_direct`` raises."""
+    listener = await pool.connect_direct()
+    try:
+        await listener.add_listener(channel, callback)
+        yield listener
+    finally:
+        with contextlib.suppress(Exception):
+            await listener.remove_listener(channel, callback)
+        await listener.close()
+
+
 async def create_pool(
     url: str,
     *,

@@ -12,10 +12,12 @@ The hierarchy (wire code in brackets)::
       BadRequestError [bad_request]
         MalformedJSONError [malformed_json]
         OAuthClientInvalidError [oauth_client_invalid]
+        ResetTokenInvalidError [reset_token_invalid]
       ValidationFailedError [validation_failed]
         IdempotencyKeyReusedError [idempotency_key_reused]
         UsernameInvalidError [validation_failed]
         FieldInvalidError [validation_failed]
+        PushSubscriptionInvalidError [push_subscription_invalid]
         GroupTooLargeError [group_too_large]
       PayloadTooLargeError [payload_too_large]
       AuthenticationError [unauthorized]
@@ -50,6 +52,7 @@ The hierarchy (wire code in brackets)::
         ProjectMemoryNotFoundError [project_memory_not_found]
         SessionNotFoundError [session_not_found]
         OAuthRequestNotFoundError [oauth_request_not_found]
+        PushSubscriptionNotFoundError [push_subscription_not_found]
         LLMKeyNotFoundError [llm_key_not_found]
         ApiKeyNotFoundError [api_key_not_found]
         ContactNotFoundError [contact_not_found]
@@ -80,6 +83,7 @@ The hierarchy (wire code in brackets)::
       EncryptionNotConfiguredError [encryption_not_configured]
       EncryptionKeyError [encryption_key_error]
       ServiceUnavailableError [service_unavailable]
+        NotConfiguredError [not_configured]
         DatabaseBusyError [database_busy]
         StorageUnavailableError [storage_unavailable]
       TranslationFailedError [translation_failed]
@@ -523,3 +527,26 @@ class OAuthError(ConferError):
         self.error = error
         self.status = status
         self.wire_code = error
+
+
+class PushSubscriptionInvalidError(ValidationFailedError):
+    """A push subscription Confer cannot use: an endpoint that is not an https URL or that
+    the outbound address policy refuses, or keys that are not RFC 8291 keys (422)."""
+
+    code, title = "push_subscription_invalid", "The push subscription cannot be used"
+
+
+class PushSubscriptionNotFoundError(NotFoundError):
+    code, title = "push_subscription_not_found", "This session has no push subscription"
+
+
+class ResetTokenInvalidError(BadRequestError):
+    """A password-reset token that is unknown, expired or already used (not told apart)."""
+
+    code, title = "reset_token_invalid", "The reset token is invalid or has expired"
+
+
+class NotConfiguredError(ServiceUnavailableError):
+    """A feature the operator has not configured (Web Push off, no SMTP server)."""
+
+    code, title = "not_configured", "This instance has not configured that feature"

@@ -424,6 +424,67 @@ class Settings(BaseSettings):
         description="Redis for presence, typing, rate limits and signature nonces;"
         " unset = in-process.",
     )
+    # Notifications and e-mail (docs/notifications.md).
+    web_push: bool = Field(
+        default=True,
+        description="Send Web Push notifications (RFC 8030/8291/8292) to subscribed browsers;"
+        " the VAPID key is generated on first start and kept in the database.",
+    )
+    push_subject: str | None = Field(
+        default=None,
+        description="VAPID `sub` claim: a mailto: or https: contact for push services;"
+        " unset = mailto:<smtp_from> when set, else public_url.",
+    )
+    push_ttl_seconds: int = Field(
+        default=24 * 3600,
+        ge=0,
+        le=28 * 24 * 3600,
+        description="How long a push service keeps an undelivered notification (TTL).",
+    )
+    notify_quiet_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A burst of messages to a user with no device connected becomes one"
+        " notification once no new one has come for this long,",
+    )
+    notify_max_delay_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="or once its first message is this old (a steady stream still notifies).",
+    )
+    notify_retry_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="First retry delay of a notification no channel took (doubling, ≤ 1 h).",
+    )
+    notify_max_attempts: int = Field(
+        default=5, gt=0, description="Attempts before a notification is given up on."
+    )
+    smtp_host: str | None = Field(
+        default=None,
+        description="SMTP server for notification and password-reset e-mail; unset = no e-mail.",
+    )
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    smtp_from: str = Field(
+        default="", description="From address of Confer's e-mail; unset = confer@<public host>."
+    )
+    smtp_tls: Literal["starttls", "tls", "none"] = Field(
+        default="starttls",
+        description="starttls (upgrade a plain connection, e.g. port 587), tls (implicit TLS,"
+        " port 465) or none (a relay on loopback only).",
+    )
+    smtp_timeout_seconds: float = Field(default=30.0, gt=0)
+    password_reset_ttl_seconds: int = Field(
+        default=1800, gt=0, le=24 * 3600, description="How long a password-reset token works."
+    )
+    rate_limit_reset_ip: str = Field(
+        default="10/hour", description="Password-reset requests and confirmations per client IP."
+    )
+    rate_limit_reset_account: str = Field(
+        default="3/hour", description="Reset e-mails per account (more are silently not sent)."
+    )
 
     @field_validator("outbound_allowed_networks")
     @classmethod

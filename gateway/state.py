@@ -8,6 +8,7 @@ import asyncpg
 import httpx
 from prometheus_client import CollectorRegistry
 
+from did.outbound import OutboundPolicy
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.metrics import InstanceCollector
@@ -17,8 +18,11 @@ from gateway.services.context import ContextServices
 from gateway.services.encryption import Keyring
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
+from gateway.services.mail import Mailer
 from gateway.services.oauth import AuthorizationServer
+from gateway.services.password_reset import PasswordResets
 from gateway.services.peers import PeerDirectory
+from gateway.services.push import VapidKey
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.storage import AttachmentStorage
@@ -48,3 +52,7 @@ class AppState:
     metrics: InstanceCollector | None = None
     metrics_registry: CollectorRegistry | None = None
     supervisor: Supervisor | None = None
+    outbound_policy: OutboundPolicy | None = None
+    vapid: VapidKey | None = None
+    mailer: Mailer | None = None
+    password_resets: PasswordResets | None = None

@@ -62,6 +62,8 @@ class PrivacyUpdate(ConferModel):
 
     allow_offline_response: StrictBool | None = None
     """JSON ``true`` or ``false`` only: ``"yes"`` or ``1`` is 422, not silently true."""
+    notification_preview: StrictBool | None = None
+    """False: notifications carry no message text and no names (docs/notifications.md)."""
 
 
 class PreferencesUpdate(ConferModel):

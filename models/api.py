@@ -46,7 +46,7 @@ _USER_EXAMPLE: JsonDict = {
         "language": "en",
         "timezone": "UTC",
         "notification": {"push": True, "email": False},
-        "privacy": {"allow_offline_response": False},
+        "privacy": {"allow_offline_response": False, "notification_preview": True},
     },
     "is_admin": False,
 }

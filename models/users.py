@@ -30,9 +30,17 @@ class NotificationPreferences(ConferModel):
 
 
 class PrivacyPreferences(ConferModel):
-    """``UserPreferences.privacy``: whether the user's agent may answer while the user is away."""
+    """``UserPreferences.privacy``: whether the user's agent may answer while the user is away,
+    and whether notifications may show who wrote what.
+
+    ``notification_preview`` is Confer's addition to the spec's interface (None, as in
+    preferences stored before it existed, means true): false keeps message text, sender and
+    conversation names out of every push and e-mail notification, which then only say how many
+    messages wait.
+    """
 
     allow_offline_response: bool
+    notification_preview: bool | None = None
 
 
 class UserPreferences(ConferModel):

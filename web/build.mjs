@@ -26,7 +26,7 @@ await build({
   logLevel: "warning",
 });
 copyFileSync(join(modules, "highlight.js", "styles", "github.css"), join(out, "hljs.css"));
-for (const file of ["index.html", "app.css", "favicon.svg"]) {
+for (const file of ["index.html", "app.css", "favicon.svg", "push-sw.js"]) {
   copyFileSync(join(here, "public", file), join(out, file));
 }
 for (const file of ["swagger-ui-bundle.js", "swagger-ui.css", "LICENSE"]) {

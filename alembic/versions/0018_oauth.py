@@ -14,7 +14,7 @@
   tokens are minted. Deleting the session deletes the grant.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 

@@ -7,6 +7,10 @@ bus once it has committed (``Transaction.call_after``). Every process watching t
 bus offers the frame to its local subscribers. A crash between the commit and the publish loses
 nothing: the event is stored, and a device resuming by offset replays it. Ephemeral events
 (typing, presence, message.delta) go over the bus only, with ``emit_ephemeral``.
+
+A ``message.created`` event also queues the message for notification (push, e-mail) of its
+recipients other than the sender, in the same transaction (``store.notifications``): the
+notification worker later tells those who had no device connected.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
 from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
 from gateway.store import events as events_store
 from gateway.store import message_changes as change_store
+from gateway.store import notifications as notifications_store
 
 __all__ = ["EPHEMERAL_TYPES", "EventHub", "Subscriber"]
 
@@ -186,6 +191,14 @@ class EventHub:
                 for uid, seq in rows
             ]
             tx.call_after(functools.partial(self.bus.publish, frames))
+            recipients = [uid for uid in users if uid != sender]
+            if message_id is not None and recipients:
+                await notifications_store.queue_message(
+                    tx.conn,
+                    user_ids=recipients,
+                    message_id=message_id,
+                    conversation_id=str(data["conversation_id"]),
+                )
         if conversation_id is not None:
             body = f'{{"type":{json.dumps(event_type)},"data":{text}}}'
             tx.call_after(functools.partial(self.bus.publish_conversation, conversation_id, body))

@@ -30,6 +30,7 @@ from models.admin_api import (
     OutboxPage,
 )
 from models.base import DIGITS_ONLY, TRUE_OR_FALSE
+from models.notification_api import AdminPasswordReset, AdminPasswordSet
 
 _ULID = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 
@@ -100,6 +101,37 @@ async def enable_user(
         reason=None,
         ip=client_ip(request),
     )
+
+
+@router.put("/users/{user_id}/password", summary="Set a user's password", responses=problems(404))
+async def set_password(
+    user_id: str, data: AdminPasswordSet, current: Admin, request: Request, state: State
+) -> AdminPasswordReset:
+    """Replace the user's password; every session of theirs ends at once (audited
+    `admin.password_set`)."""
+    assert state.password_resets is not None  # built by the lifespan
+    revoked = await state.password_resets.admin_set(
+        admin_id=current.user.id, user_id=user_id, password=data.password, ip=client_ip(request)
+    )
+    return AdminPasswordReset(sessions_revoked=revoked)
+
+
+@router.post(
+    "/users/{user_id}/password-reset",
+    summary="Reset a user's password",
+    responses=problems(404),
+)
+async def reset_password(
+    user_id: str, current: Admin, request: Request, state: State
+) -> AdminPasswordReset:
+    """End every session of the user and issue a one-time reset token (returned, and mailed
+    to the user when SMTP is set and the account has an address); the user sets a new password
+    with `POST /v1/auth/password-reset/confirm`. Audited `admin.password_reset_issued`."""
+    assert state.password_resets is not None  # built by the lifespan
+    revoked, token, expires_at = await state.password_resets.admin_issue(
+        admin_id=current.user.id, user_id=user_id, ip=client_ip(request)
+    )
+    return AdminPasswordReset(sessions_revoked=revoked, reset_token=token, expires_at=expires_at)
 
 
 @router.get("/sessions", summary="List live sessions")

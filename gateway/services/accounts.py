@@ -39,7 +39,7 @@ DEFAULT_PREFERENCES = {
     "language": "en",
     "timezone": "UTC",
     "notification": {"push": True, "email": False},
-    "privacy": {"allow_offline_response": False},
+    "privacy": {"allow_offline_response": False, "notification_preview": True},
 }
 
 _OFFLINE = {"provider": "offline", "model": "confer-offline"}

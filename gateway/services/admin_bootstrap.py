@@ -12,11 +12,11 @@ from gateway.clock import Clock
 from gateway.errors import FieldInvalidError, UserNotFoundError
 from gateway.services.accounts import Accounts
 from gateway.services.identity import Identity
+from gateway.services.password_reset import replace_password
 from gateway.services.passwords import Passwords
 from gateway.settings import Settings
 from gateway.store import accounts as accounts_store
 from gateway.store import audit as audit_store
-from gateway.store import sessions as sessions_store
 from gateway.store import users as users_store
 from models.api import Password, RegisterCreate
 
@@ -75,12 +75,10 @@ async def set_password(pool: asyncpg.Pool, settings: Settings, username: str, pa
         raise UserNotFoundError(f"no user {username!r}")
     password_hash = await Passwords(settings).hash(password)
     async with pool.acquire() as conn, conn.transaction():
-        await users_store.update_password_hash(conn, id=user.id, password_hash=password_hash)
-        revoked = await sessions_store.delete_user_sessions(conn, user_id=user.id)
-        await audit_store.insert_audit(
+        return await replace_password(
             conn,
-            action="admin.password_set",
             user_id=user.id,
-            details={"by": "cli", "sessions_revoked": revoked},
+            password_hash=password_hash,
+            action="admin.password_set",
+            details={"by": "cli"},
         )
-    return revoked

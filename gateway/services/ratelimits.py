@@ -24,6 +24,8 @@ REGISTER_IP = "register_ip"
 OAUTH_IP = "oauth_ip"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
+RESET_IP = "reset_ip"
+RESET_ACCOUNT = "reset_account"
 
 
 def storage_for(settings: Settings) -> Storage:
@@ -40,7 +42,7 @@ def storage_for(settings: Settings) -> Storage:
 
 class RateLimiter:
     """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``oauth_ip``,
-    ``peer_domain``, ``peer_agent``) over one storage."""
+    ``peer_domain``, ``peer_agent``, ``reset_ip``, ``reset_account``) over one storage."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.storage = storage or storage_for(settings)
@@ -52,6 +54,8 @@ class RateLimiter:
             OAUTH_IP: parse_many(settings.rate_limit_oauth_ip),
             PEER_DOMAIN: parse_many(settings.peer_rate_limit_domain),
             PEER_AGENT: parse_many(settings.peer_rate_limit_agent),
+            RESET_IP: parse_many(settings.rate_limit_reset_ip),
+            RESET_ACCOUNT: parse_many(settings.rate_limit_reset_account),
         }
 
     async def hit(self, rule: str, key: str) -> None:

@@ -79,6 +79,19 @@ async def delete_failed_outbox(conn: asyncpg.Connection, *, before: datetime, li
     )
 
 
+async def delete_expired_resets(conn: asyncpg.Connection, *, before: datetime, limit: int) -> int:
+    """Delete password-reset tokens that expired before ``before`` (used or not, they can no
+    longer be spent)."""
+    return _count(
+        await conn.execute(
+            """DELETE FROM password_resets WHERE token_hash IN (
+                 SELECT token_hash FROM password_resets WHERE expires_at < $1 LIMIT $2)""",
+            before,
+            limit,
+        )
+    )
+
+
 async def delete_decided_permissions(
     conn: asyncpg.Connection, *, before: datetime, limit: int
 ) -> int:

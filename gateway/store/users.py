@@ -100,6 +100,14 @@ async def get_user_by_username(conn: asyncpg.Connection, *, username: str) -> Us
     return _user(record) if record else None
 
 
+async def get_user_by_email(conn: asyncpg.Connection, *, email: str) -> User | None:
+    """The non-deleted user with this (stored lower-cased) e-mail address; None when absent."""
+    record = await conn.fetchrow(
+        "SELECT * FROM users WHERE email = $1 AND deleted_at IS NULL", email
+    )
+    return _user(record) if record else None
+
+
 async def get_credentials(
     conn: asyncpg.Connection, *, username: str
 ) -> tuple[str, str | None] | None:

@@ -40,6 +40,10 @@ for long. Times come from the injected clock. What each table keeps:
     Pending requests are the consent sweeper's (it denies them at ``expires_at``).
     ``allow_once`` and ``deny`` decisions go ``retention_permissions_seconds`` after the decision;
     ``allow_always`` grants are standing policy (``find_grant``) and stay.
+
+``password_resets``
+    Tokens go once expired (a used one expires like the others; a new password deletes the
+    user's tokens at once).
 """
 
 from __future__ import annotations
@@ -123,12 +127,16 @@ async def retain_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> d
     async def permissions(conn: asyncpg.Connection, limit: int) -> int:
         return await store.delete_decided_permissions(conn, before=decided_before, limit=limit)
 
+    async def resets(conn: asyncpg.Connection, limit: int) -> int:
+        return await store.delete_expired_resets(conn, before=now, limit=limit)
+
     return {
         "signature_nonces": await drain(pool, nonces, batch),
         "federation_inbox": await drain(pool, inbox, batch),
         "federation_outbox": await drain(pool, delivered, batch) + await drain(pool, failed, batch),
         "user_events": await trim_events(pool, now, settings),
         "permissions": await drain(pool, permissions, batch, atomic=True),
+        "password_resets": await drain(pool, resets, batch),
     }
 
 

@@ -24,6 +24,11 @@ EXPECTED = {
     ("post", "/agents/{agent_id}/a2a"),
     ("get", "/healthz"),
     ("get", "/readyz"),
+    ("get", "/v1/push/vapid-public-key"),
+    ("post", "/v1/push/subscriptions"),
+    ("post", "/v1/auth/password-reset"),
+    ("post", "/v1/auth/password-reset/confirm"),
+    ("put", "/v1/admin/users/{user_id}/password"),
 }
 
 
@@ -49,6 +54,7 @@ async def test_openapi_lists_every_endpoint_with_summary_and_errors(database_url
             "/.well-known/oauth-protected-resource/mcp",
             "/.well-known/oauth-authorization-server",
             "/v1/providers",
+            "/v1/push/vapid-public-key",
         }
         if key[1] not in public_documents:
             assert codes & {"400", "401", "404", "409", "415", "422"}, f"{key} documents no errors"
