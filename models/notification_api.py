@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, StrictInt, StringConstraints, model_validator
 
 from .api import Password
 from .base import ConferModel, Timestamp, Ulid
@@ -55,7 +55,7 @@ class PushSubscriptionCreate(ConferModel):
 
     endpoint: Annotated[str, StringConstraints(min_length=10, max_length=1024)]
     """The push resource, an absolute https URL (at most 1024 characters)."""
-    expiration_time: int | None = Field(default=None, alias="expirationTime")
+    expiration_time: StrictInt | None = Field(default=None, alias="expirationTime")
     """Ignored: the push service's 404/410 tells when a subscription ends."""
     keys: PushKeys
 

@@ -308,6 +308,7 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
         await alice.get_by_label("Time zone").fill("Europe/Madrid")
         await alice.get_by_label("Push notifications").check()
         await alice.get_by_label("My agent may answer for me while I am offline").uncheck()
+        await alice.get_by_label("Show who wrote and what in notifications").uncheck()
         await alice.get_by_role("button", name="Save").click()
         await expect(alice.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
         await expect(alice.get_by_test_id("profile-name")).to_have_text("Alice Martín")
@@ -326,12 +327,18 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
         await expect(
             alice.get_by_label("My agent may answer for me while I am offline")
         ).not_to_be_checked()
+        await expect(
+            alice.get_by_label("Show who wrote and what in notifications")
+        ).not_to_be_checked()
         await shot(alice, "settings-desktop")
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             me = await http.get(
                 "/v1/me", headers={"Authorization": f"Bearer {await token_of(alice)}"}
             )
-            assert me.json()["preferences"]["privacy"] == {"allow_offline_response": False}
+            assert me.json()["preferences"]["privacy"] == {
+                "allow_offline_response": False,
+                "notification_preview": False,
+            }
             assert me.json()["preferences"]["notification"]["push"] is True
 
         # The password: a wrong current one is refused; the new one is the one that logs in.

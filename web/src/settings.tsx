@@ -4,6 +4,7 @@
 // refusal is shown next to the form.
 import { useState } from "preact/hooks";
 import { attempt, store, useStore } from "./ui";
+import { disablePush, enablePush, pushSupported } from "./push";
 
 const LANGUAGES = ["en", "es", "de", "fr", "it", "pt", "nl", "zh", "ja", "ko", "ar", "ru"];
 
@@ -35,7 +36,10 @@ export function Settings() {
           language: text("language"),
           timezone: text("timezone"),
           notification: { push: f.get("push") === "on", email: f.get("notify_email") === "on" },
-          privacy: { allow_offline_response: f.get("allow_offline_response") === "on" },
+          privacy: {
+            allow_offline_response: f.get("allow_offline_response") === "on",
+            notification_preview: f.get("notification_preview") === "on",
+          },
         },
       });
       s.changed();
@@ -71,6 +75,9 @@ export function Settings() {
           <legend>Notifications</legend>
           <label class="check"><input type="checkbox" name="push" defaultChecked={prefs.notification?.push} /> Push notifications</label>
           <label class="check"><input type="checkbox" name="notify_email" defaultChecked={prefs.notification?.email} /> E-mail notifications</label>
+          <label class="check"><input type="checkbox" name="notification_preview" defaultChecked={prefs.privacy?.notification_preview !== false} />
+            {" "}Show who wrote and what in notifications (off: only how many messages wait)</label>
+          <p class="muted small">You are notified only while none of your devices is connected.</p>
         </fieldset>
         <fieldset>
           <legend>Privacy</legend>
@@ -81,8 +88,44 @@ export function Settings() {
         <button type="submit">Save</button>
         {status && <span role="status"> {status}</span>}
       </form>
+      <PushDevice />
       <PasswordForm />
     </section>
+  );
+}
+
+/** This browser's Web Push subscription (docs/notifications.md): the browser asks for
+ * permission, subscribes with the instance's VAPID key and the subscription is registered for
+ * this device session (it ends with the session). */
+function PushDevice() {
+  const [status, setStatus] = useState("");
+  if (!pushSupported()) return null;
+  async function run(on: boolean) {
+    setStatus("…");
+    try {
+      if (!on) {
+        await disablePush(store.api);
+        setStatus("This browser will not be notified.");
+        return;
+      }
+      const state = await enablePush(store.api);
+      setStatus({
+        subscribed: "This browser will be notified.",
+        denied: "The browser refused permission to show notifications.",
+        disabled: "This instance does not send Web Push notifications.",
+        unsupported: "This browser cannot receive push notifications.",
+      }[state]);
+    } catch (err) {
+      setStatus(`This browser could not subscribe: ${(err as Error).message}`);
+    }
+  }
+  return (
+    <fieldset aria-label="Push on this browser">
+      <legend>Push on this browser</legend>
+      <button type="button" onClick={() => run(true)}>Notify this browser</button>{" "}
+      <button type="button" onClick={() => run(false)}>Stop</button>
+      {status && <p role="status">{status}</p>}
+    </fieldset>
   );
 }
 
