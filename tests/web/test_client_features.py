@@ -233,7 +233,10 @@ async def test_delivery_status_file_threads_translation_contacts_projects_across
         down = "Sent while B is down"
         await send(alice, down)
         await expect(delivery(alice, down)).to_have_attribute("data-state", "retrying")
-        await expect(delivery(alice, down)).to_contain_text("retrying (1 attempt")
+        # under load several attempts may have failed by the time the page is read
+        await expect(delivery(alice, down)).to_contain_text(
+            re.compile(r"retrying \(\d+ attempts?, ConnectError")
+        )
         await shot(alice, "chat-delivery-retrying-desktop")
         b_stack = contextlib.AsyncExitStack()
         await b_stack.enter_async_context(restarted(b_port, b_db))
