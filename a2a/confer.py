@@ -16,7 +16,9 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                 "conversation": {"id": "01J…", "type": "group", "name": "launch",
                                  "home": "did:web:a.example",
                                  "members": ["did:web:a.example:users:alice", "…"]},
-                "file": {"sizeBytes": 10, "sha256": "<64 hex digits>"}}}
+                "file": {"sizeBytes": 10, "sha256": "<64 hex digits>"},
+                "membership": {"event": "kick", "member": "did:web:c.example:users:carol",
+                               "by": "did:web:a.example:users:alice"}}}
 
 A message's content rides in its parts (:func:`message_parts`, read back with
 :func:`read_parts`): ``content`` as one text part, ``content_json`` as one data part
@@ -50,7 +52,7 @@ from pydantic import (
     field_validator,
 )
 
-from a2a.protocol import InvalidParamsError, Part
+from a2a.protocol import InvalidParamsError, JSONRPCError, Part
 
 CONFER_KEY = "confer"
 """The member of ``metadata`` that holds Confer's extension data."""
@@ -68,6 +70,14 @@ CONTENT_MEMBERS = frozenset({"contentType", "citations", "language", "translatio
 sent (:attr:`ConferMetadata.malformed`)."""
 
 ChangeKind = Literal["edit", "delete"]
+
+MembershipEvent = Literal["create", "join", "leave", "kick", "role", "rename", "archive"]
+"""What a membership event (or a replica's request to the home) does to a group."""
+
+GROUP_ACTION_REFUSED = -32060
+"""JSON-RPC error code (JSON-RPC 2.0 §5.1: -32000 to -32099 are the server's own) of a home
+instance refusing a replica member's membership request; its ``ErrorInfo.metadata.code`` is
+the problem code a local client would have got (``not_conversation_admin`` …)."""
 
 
 class ConferFile(BaseModel):
@@ -104,7 +114,9 @@ class ConferConversation(BaseModel):
     owns its name and member list; ``id`` is the home's conversation id and is also the
     message's ``contextId``. ``members`` are the DIDs of every member (users and agents, on
     any instance). Every other instance with members keeps a replica keyed by
-    ``(home, id)``. A message without this member is never stored in a group, and a message
+    ``(home, id)``. A membership event from the home adds ``roles`` (member DID → role; a
+    member not named is a ``member``) and ``archived``; a message's claim leaves them out.
+    A message without this member is never stored in a group, and a message
     with it never in a direct conversation.
     """
 
@@ -114,6 +126,34 @@ class ConferConversation(BaseModel):
     home: StrictStr
     name: StrictStr | None = None
     members: list[StrictStr] = []
+    roles: dict[StrictStr, Literal["admin", "member", "observer"]] | None = None
+    archived: StrictBool | None = None
+
+
+class ConferMembership(BaseModel):
+    """``confer.membership``: a membership change of a group.
+
+    From the group's home instance (signed by the instance DID itself) it is an event that
+    already happened: ``confer.conversation`` then carries the group's whole state after it
+    (name, members, roles, archived), which the replica takes. From a replica member (signed
+    by that member) to the home it is a request: the home applies its local rules and answers
+    with the new state, or refuses with :data:`GROUP_ACTION_REFUSED`.
+
+    - ``event``: :data:`MembershipEvent` (``rename`` and ``archive`` change the group itself;
+      ``leave`` is the sender leaving; ``kick`` removes ``member``; ``role`` gives ``member``
+      the ``role``; ``join`` adds ``member`` with ``role``).
+    - ``member``: the DID the change is about; ``role``: ``admin | member | observer``.
+    - ``name`` / ``archived``: a ``rename`` / ``archive`` request's new name / archived flag.
+    - ``by``: on an event, the DID of the member who made the change.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    event: MembershipEvent
+    member: StrictStr | None = None
+    role: Literal["admin", "member", "observer"] | None = None
+    name: StrictStr | None = Field(default=None, max_length=255)
+    archived: StrictBool | None = None
+    by: StrictStr | None = None
 
 
 class ConferMetadata(BaseModel):
@@ -141,6 +181,7 @@ class ConferMetadata(BaseModel):
     - ``conversation``: the group the message belongs to (:class:`ConferConversation`);
       absent on a direct message.
     - ``file``: on a ``file`` message, the declared size and SHA-256 (:class:`ConferFile`).
+    - ``membership``: a group membership event or request (:class:`ConferMembership`).
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -165,6 +206,7 @@ class ConferMetadata(BaseModel):
     via: StrictStr | None = None
     conversation: ConferConversation | None = None
     file: ConferFile | None = None
+    membership: ConferMembership | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)
@@ -213,6 +255,36 @@ class ConferMetadata(BaseModel):
     def metadata(self) -> dict[str, Any]:
         """``{"confer": {…}}`` with the members that are set, ready for ``metadata``."""
         return {CONFER_KEY: self.model_dump(exclude_none=True)}
+
+
+class GroupActionRefusedError(JSONRPCError):
+    """The home instance refused a replica member's membership request (JSON-RPC error
+    :data:`GROUP_ACTION_REFUSED`); ``problem`` is the problem code a local client would have
+    got, carried in ``ErrorInfo.metadata.code``."""
+
+    code, reason = GROUP_ACTION_REFUSED, "GROUP_ACTION_REFUSED"
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+    def to_json(self) -> dict[str, Any]:
+        """The error object, its ``ErrorInfo`` with ``metadata.code``."""
+        body = super().to_json()
+        body["data"][0]["metadata"] = {"code": self.problem}
+        return body
+
+
+def refused_problem(error: Mapping[str, Any]) -> str | None:
+    """The problem code of a JSON-RPC ``error`` object that is a :class:`GroupActionRefusedError`,
+    else None (another error, or a malformed one)."""
+    if error.get("code") != GROUP_ACTION_REFUSED or not isinstance(error.get("data"), list):
+        return None
+    for info in error["data"]:
+        meta = info.get("metadata") if isinstance(info, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("code"), str):
+            return str(meta["code"])[:64]
+    return None
 
 
 def message_parts(

@@ -62,6 +62,7 @@ from gateway.services.accounts import Accounts
 from gateway.services.consent import Deciding
 from gateway.services.context import build_context_services
 from gateway.services.encryption import Keyring
+from gateway.services.group_home import HomeLink
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
@@ -169,6 +170,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
+            app.state.confer.home_link = HomeLink(
+                http, policy, identity, app.state.confer.peers, settings.outbound_timeout_seconds
+            )
             collector = InstanceCollector(pool, lambda: hub.device_count if hub else 0)
             app.state.confer.metrics = collector
             app.state.confer.metrics_registry = build_registry(collector)

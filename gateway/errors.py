@@ -446,6 +446,13 @@ class NotGroupMemberError(ForbiddenError):
     code, title = "not_group_member", "The sender is not a member of that group"
 
 
+class GroupHomeUnreachableError(ConferError):
+    """A change of a group homed on another instance is made there; that instance could not
+    be reached, or gave an answer that is neither a result nor a refusal. Nothing changed."""
+
+    code, title = "group_home_unreachable", "The group's home instance could not be reached"
+
+
 class PublicURLChangedError(ConferError):
     """``CONFER_PUBLIC_URL`` gives another instance DID than the stored users': every stored
     did:web DID would be wrong (did:web §3.1), so the gateway refuses to start."""

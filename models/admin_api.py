@@ -188,13 +188,14 @@ class OutboxEntryPublic(ConferModel):
 
     The fields of :class:`models.federation_api.DeliveryPublic`, plus ``endpoint`` (the URL
     it is POSTed to), ``leased_until`` (a worker holds it until then) and ``original`` (False
-    for an edit, delete or decision notice that names ``message_id``).
+    for an edit, delete or decision notice that names ``message_id``). ``message_id`` is None
+    for a group's membership event, which is no message.
     """
 
     model_config = ConfigDict(json_schema_extra={"examples": [_OUTBOX_ENTRY]})
 
     id: Ulid
-    message_id: Ulid
+    message_id: Ulid | None
     destination: str
     peer_did: str
     endpoint: str

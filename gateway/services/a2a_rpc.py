@@ -36,11 +36,18 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import RecipientNotFoundError, ValidationFailedError
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, federated_receipts, federation, groups
+from gateway.services import (
+    federated_changes,
+    federated_receipts,
+    federation,
+    group_events,
+    groups,
+)
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
+from gateway.services.participants import GroupDeps
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.storage import AttachmentStorage
@@ -58,7 +65,8 @@ class RpcContext:
     ``max_message_chars`` bounds a message's text; a consent request expires
     ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
     peer's delete removes them). ``peers`` resolves the remote members a group message names
-    (None: only members already known join a replica).
+    (None: only members already known join a replica); ``max_group_members`` bounds a group
+    a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``).
     """
 
     caller: A2ACaller
@@ -74,6 +82,7 @@ class RpcContext:
     max_message_chars: int
     permission_ttl_seconds: float
     peers: PeerDirectory | None = None
+    max_group_members: int = 256
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -148,10 +157,16 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
-    a peer's edit or delete of an earlier message, or its read receipt →
-    ``{"message": Message}``."""
+    a peer's edit or delete of an earlier message, its read receipt, or a group membership
+    event or request (:mod:`gateway.services.group_events`) → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
     confer = ConferMetadata.of(params.message.metadata)
+    if confer.membership is not None or "membership" in confer.malformed:
+        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        if "membership" in confer.malformed or ctx.peers is None:
+            raise InvalidParamsError("Invalid params: message.metadata.confer.membership")
+        deps = GroupDeps(ctx.pool, ctx.hub, ctx.identity, ctx.peers, None, ctx.max_group_members)
+        return await group_events.receive(deps, ctx.caller, params, ctx.ip)
     if confer.read is not None or "read" in confer.malformed:
         await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
         recipient = await _recipient(ctx, params)

@@ -12,12 +12,19 @@ group (a ``contextId`` naming a group is ignored, :func:`gateway.services.direct
 .peer_conversation`), and a message with one never lands in a direct conversation — it goes
 into the named group when the sender is a member, or is refused (:class:`NotGroupMemberError`).
 Only a sender of the home instance may create a replica or change its name and member list.
+
+Membership events: every membership change at the home (create, join, leave, kick, role,
+rename, archive) is announced to each member instance once, signed by the home instance DID,
+carrying the group's whole state after it (:func:`home_state`); a replica takes that state as
+it is (:func:`apply_home_state`): name, archived, member list, the roles of its participants.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -29,6 +36,7 @@ from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
 from gateway.store import groups as groups_store
 from gateway.store import peers as peers_store
+from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import PeerAgentRow
 
@@ -185,3 +193,120 @@ async def _join(
         await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=who, role=role
         )
+
+
+async def home_state(
+    conn: asyncpg.Connection, *, conversation_id: str, home: str
+) -> ConferConversation:
+    """The whole state of our group ``conversation_id`` as a membership event carries it:
+    name, member DIDs, each member's role and whether it is archived (``home`` is our
+    instance DID)."""
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
+    roles = await groups_store.list_member_roles(conn, conversation_id=conversation_id)
+    return ConferConversation(
+        id=conversation_id,
+        home=home,
+        name=kind[1] if kind else None,
+        members=[did for did, _ in roles],
+        roles={did: role for did, role in roles if role != "member"},  # type: ignore[misc]
+        archived=await groups_store.get_archived(conn, conversation_id=conversation_id),
+    )
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`apply_home_state` did: the replica (None when no local member is listed
+    and none was there), the local users who take part now and those who were removed."""
+
+    conversation_id: str | None
+    users: list[str]
+    removed_users: list[str]
+    created: bool
+
+
+async def _local_refs(
+    conn: asyncpg.Connection, here: str, did: str
+) -> list[tuple[ParticipantRef, str | None]]:
+    """The participant refs a local member DID stands for: a user, or an agent and its owner
+    (observing); empty for an unknown or inactive one."""
+    _, _, rest = did.partition(here + ":")
+    kind, _, name = rest.partition(":")
+    if kind == "users":
+        user = await users_store.get_user_by_username(conn, username=name)
+        if user is not None and await users_store.account_active(conn, user_id=user.id):
+            return [(("user", user.id), None)]
+    elif kind == "agents":
+        agent = await users_store.get_agent(conn, id=name)
+        if agent is not None and await users_store.account_active(conn, user_id=agent.user_id):
+            return [(("own_agent", agent.id), None), (("user", agent.user_id), "observer")]
+    return []
+
+
+async def apply_home_state(
+    conn: asyncpg.Connection, here: str, claim: ConferConversation
+) -> Applied:
+    """Make our replica of the home's group what ``claim`` (a membership event's state) says.
+
+    Creates the replica when a member of ours is listed and there is none yet; sets its name
+    and archived flag; adds every listed local member (an agent with its owner observing) and
+    every listed remote member we know as a peer, with the role the home gives it; removes
+    the participants the home no longer lists (their owners' observer rows with them). Only
+    the home instance may call this for its groups (the caller checks the signer). Runs in
+    the caller's transaction.
+    """
+    await conv_store.lock_direct_pair(conn, f"replica:{claim.home}:{claim.id}")
+    replica = await groups_store.find_replica(conn, home=claim.home, remote_id=claim.id)
+    roles = claim.roles or {}
+    wanted: dict[ParticipantRef, str] = {}
+    for did in dict.fromkeys(claim.members):
+        if did.startswith(here + ":"):
+            for ref, role in await _local_refs(conn, here, did):
+                wanted.setdefault(ref, role or roles.get(did, "member"))
+        elif (peer := await peers_store.get_peer_by_did(conn, did=did)) is not None:
+            wanted[("peer_agent", peer.id)] = roles.get(did, "member")
+    local_users = [ref[1] for ref in wanted if ref[0] == "user"]
+    if replica is None:
+        if not local_users:
+            return Applied(None, [], [], False)
+        conversation = await conv_store.insert_conversation(
+            conn, type="group", name=claim.name, created_by=local_users[0]
+        )
+        conversation_id = conversation.id
+        await groups_store.insert_replica(
+            conn,
+            conversation_id=conversation_id,
+            home=claim.home,
+            remote_id=claim.id,
+            members=claim.members,
+        )
+    else:
+        conversation_id = replica.conversation_id
+        await groups_store.update_replica_members(
+            conn, conversation_id=conversation_id, members=claim.members
+        )
+    if claim.name is not None or claim.archived is not None:
+        await conv_store.update_conversation(
+            conn, conversation_id=conversation_id, name=claim.name, archived=claim.archived
+        )
+    removed: list[str] = []
+    for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
+        ref = _participant_ref(p)
+        if ref not in wanted:
+            await conv_store.delete_participant(conn, participant_id=p["id"])
+            if p["user_id"]:
+                removed.append(p["user_id"])
+            continue
+        if p["role"] != wanted[ref]:
+            await conv_store.update_participant(conn, participant_id=p["id"], role=wanted[ref])
+        del wanted[ref]
+    for ref, role in wanted.items():
+        await conv_store.insert_participant(
+            conn, conversation_id=conversation_id, who=ref, role=role
+        )
+    return Applied(conversation_id, local_users, removed, replica is None)
+
+
+def _participant_ref(p: dict[str, Any]) -> ParticipantRef:
+    kind = p["participant_type"]
+    column = {"user": "user_id", "own_agent": "agent_id", "peer_agent": "peer_id"}[kind]
+    return (kind, p[column])

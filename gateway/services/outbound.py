@@ -9,7 +9,10 @@ transaction that stored it (so the delivery is queued exactly when the change co
   (:mod:`gateway.services.groups`);
 - a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
 - a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
-  the read reached, naming (by the peer's own id) its latest message read.
+  the read reached, naming (by the peer's own id) its latest message read;
+- a :class:`Membership` — a membership change of a group homed here — goes once to each
+  instance with members (and to a removed member's), signed by our instance DID and carrying
+  the group's whole state after the change (:func:`gateway.services.groups.home_state`).
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
 from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
@@ -31,6 +34,7 @@ from a2a.confer import (
     ConferChange,
     ConferConversation,
     ConferFile,
+    ConferMembership,
     ConferMetadata,
     send_message_params,
 )
@@ -48,6 +52,13 @@ DELETED_TEXT = "(deleted)"
 
 RECEIPT_TEXT = "(read)"
 """The text part of a read receipt (receivers ignore it)."""
+
+MEMBERSHIP_TEXT = "(membership)"
+"""The text part of a membership event (receivers ignore it)."""
+
+INSTANCE_ENDPOINT = "/a2a"
+"""The path of a Confer instance's own A2A endpoint (its instance DID document's ``#a2a``
+service), where membership events go: one request per instance, not per member."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,18 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class Membership:
+    """``event`` happened to our group ``conversation_id``; ``home`` is our instance DID,
+    which signs the event. ``also`` are ``(peer_id, endpoint)`` of members who no longer take
+    part (a kick, a leave) and must hear of it too."""
+
+    conversation_id: str
+    home: str
+    event: ConferMembership
+    also: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class _Destination:
     peer_id: str
     endpoint: str
@@ -111,7 +134,7 @@ class _Destination:
     remote_id: str | None = None
 
 
-Item = Post | Change | Receipt
+Item = Post | Change | Receipt | Membership
 
 
 async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
@@ -121,6 +144,8 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     it commits. A delete should be queued after the message's pending deliveries were dropped,
     so peers that never got the message are not told.
     """
+    if isinstance(item, Membership):
+        return await _queue_membership(conn, item)
     destinations = await _destinations(conn, item)
     shared = await _post_shared(conn, item, destinations[0]) if destinations else None
     for d in destinations:
@@ -141,7 +166,39 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     return len(destinations)
 
 
-async def _destinations(conn: asyncpg.Connection, item: Item) -> list[_Destination]:
+async def _queue_membership(conn: asyncpg.Connection, item: Membership) -> int:
+    """One outbox row per member instance (by the origin of its members' endpoints)."""
+    peers = await federation_store.list_peer_destinations(
+        conn, conversation_id=item.conversation_id
+    )
+    instances: dict[str, str] = {}  # origin → a peer of it (the row's peer_id)
+    for peer_id, endpoint in [*((p["peer_id"], p["endpoint"]) for p in peers), *item.also]:
+        parts = urlsplit(endpoint)
+        instances.setdefault(f"{parts.scheme}://{parts.netloc}", peer_id)
+    if not instances:
+        return 0
+    state = await groups.home_state(conn, conversation_id=item.conversation_id, home=item.home)
+    for origin, peer_id in instances.items():
+        await federation_store.insert_outbox(
+            conn,
+            destination=urlsplit(origin).netloc.lower(),
+            endpoint=origin + INSTANCE_ENDPOINT,
+            sender_did=item.home,
+            peer_id=peer_id,
+            message_id=None,
+            payload=send_message_params(
+                message_id=new_id(),  # an event is a message of its own
+                context_id=item.conversation_id,
+                text=MEMBERSHIP_TEXT,
+                confer=ConferMetadata(sender=item.home, conversation=state, membership=item.event),
+            ),
+        )
+    return len(instances)
+
+
+async def _destinations(
+    conn: asyncpg.Connection, item: Post | Change | Receipt
+) -> list[_Destination]:
     if isinstance(item, Receipt):
         read = await federation_store.list_receipt_targets(
             conn, conversation_id=item.conversation_id, up_to=item.up_to
@@ -200,7 +257,10 @@ async def _post_shared(
 
 
 async def _params(
-    conn: asyncpg.Connection, item: Item, d: _Destination, shared: _PostShared | None
+    conn: asyncpg.Connection,
+    item: Post | Change | Receipt,
+    d: _Destination,
+    shared: _PostShared | None,
 ) -> dict[str, Any]:
     if isinstance(item, Receipt):
         assert d.remote_id is not None
