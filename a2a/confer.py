@@ -4,6 +4,7 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
 ``google.protobuf.Struct``); Confer puts everything it adds under one key, ``"confer"``::
 
     {"confer": {"sender": "did:web:a.example:users:alice", "recipient": "did:web:b.example:…",
+                "recipients": ["did:web:b.example:users:bob", "…"],
                 "createdAt": "2025-01-01T12:00:00+00:00", "senderName": "Alice",
                 "inReplyTo": "01J…", "action": "ask",
                 "taskId": "01J…", "decision": "allow_once",
@@ -162,6 +163,8 @@ class ConferMetadata(BaseModel):
     - ``sender`` / ``senderName``: the sending user's or agent's DID and display name (a signed
       message may only claim the DID that signed it).
     - ``recipient``: the local DID addressed (routes a call to the shared ``/a2a`` endpoint).
+    - ``recipients``: on a group message sent once to an instance, every member of that
+      instance it is for (``recipient`` is the first of them).
     - ``createdAt``: when the sender stored the message (ISO 8601, as the sender wrote it).
     - ``inReplyTo``: the replied message, by the receiver's id or by the id the receiver
       gave it when it sent it.
@@ -189,6 +192,7 @@ class ConferMetadata(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     sender: StrictStr | None = None
     recipient: StrictStr | None = None
+    recipients: list[StrictStr] | None = Field(default=None, max_length=1024)
     createdAt: StrictStr | None = None
     senderName: StrictStr | None = None
     inReplyTo: StrictStr | None = None

@@ -24,6 +24,7 @@ from a2a.protocol import (
     TERMINAL_STATES,
     GetTaskParams,
     InvalidParamsError,
+    JSONRPCError,
     ListTasksParams,
     MethodNotFoundError,
     PushNotificationNotSupportedError,
@@ -32,9 +33,15 @@ from a2a.protocol import (
     UnsupportedOperationError,
     message_text,
 )
+from did.errors import DIDError
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
-from gateway.errors import RecipientNotFoundError, ValidationFailedError
+from gateway.errors import (
+    ConferError,
+    NotGroupMemberError,
+    RecipientNotFoundError,
+    ValidationFailedError,
+)
 from gateway.realtime.hub import EventHub
 from gateway.services import (
     federated_changes,
@@ -44,7 +51,7 @@ from gateway.services import (
     groups,
 )
 from gateway.services import tasks as tasks_service
-from gateway.services.callers import A2ACaller
+from gateway.services.callers import A2ACaller, VerifiedPeer
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
 from gateway.services.participants import GroupDeps
@@ -132,17 +139,61 @@ async def _check_task_reference(ctx: RpcContext, params: SendMessageParams) -> N
         await tasks_service.get_task(ctx.pool, ctx.caller.ref, params.message.taskId)
 
 
+async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
+    """The caller, or for a group post its home relays (:func:`federation.relayed_author`)
+    the author as the verified peer the message is stored from (the home's signature
+    verified; the home's caller ref keeps the task). Raises InvalidParamsError when the
+    author's DID cannot be resolved, NotGroupMemberError when it is one of ours."""
+    author = federation.relayed_author(ctx.caller, params)
+    if author is None or ctx.caller.peer is None or ctx.peers is None:
+        return ctx.caller
+    if ctx.identity.local_subject(author) is not None or author.startswith(ctx.identity.did):
+        # no other instance speaks for our own users, whatever group it claims
+        raise NotGroupMemberError(f"{ctx.caller.peer.peer.did} may not relay as {author}")
+    try:
+        row = await ctx.peers.resolve(author)
+    except DIDError as exc:
+        raise InvalidParamsError(f"Invalid params: the relayed author: {exc.detail}") from exc
+    verified = VerifiedPeer(peer=row, keyid=ctx.caller.peer.keyid, body=ctx.caller.body)
+    return A2ACaller(ref=ctx.caller.ref, body=ctx.caller.body, peer=verified)
+
+
 async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bool]:
-    """Store a new message (or return the first answer to a retried one)."""
-    await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    """Store a new message (or return the first answer to a retried one).
+
+    A group message sent once to this instance (``/a2a``) names every local member it is for
+    in ``metadata.confer.recipients``: the group stores it once and each of them receives it
+    (a member the group no longer has, or who blocks the author, is skipped)."""
+    caller = await _author(ctx, params)
+    await federation.check_sender(caller, params, pool=ctx.pool, ip=ctx.ip)
     await _check_task_reference(ctx, params)
     recipient = await _recipient(ctx, params)
-    claim = ConferMetadata.of(params.message.metadata).conversation
-    if claim is not None and ctx.peers is not None and ctx.caller.peer is not None:
-        if ctx.caller.peer.peer.did.startswith(claim.home + ":"):  # the home's member list
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if claim is not None and ctx.peers is not None and caller.peer is not None:
+        if ctx.caller.peer is not None and ctx.caller.peer.peer.did.startswith(claim.home + ":"):
             await groups.resolve_members(ctx.pool, ctx.peers, claim, ctx.identity.did)
+    first = await _receive(ctx, caller, recipient, params)
+    if ctx.recipient is not None or claim is None or not confer.recipients:
+        return first
+    for did in dict.fromkeys(confer.recipients):
+        if did == recipient.did:
+            continue
+        try:
+            async with ctx.pool.acquire() as conn:
+                other = await federation.recipient_for_did(conn, ctx.identity, did)
+                await federation.admit(conn, caller, other)
+            await _receive(ctx, caller, other, params)
+        except (ConferError, JSONRPCError):
+            continue  # this member is gone or refuses; the others still receive it
+    return first
+
+
+async def _receive(
+    ctx: RpcContext, caller: A2ACaller, recipient: Recipient, params: SendMessageParams
+) -> tuple[TaskRow, bool]:
     return await federation.receive_message(
-        ctx.caller,
+        caller,
         recipient,
         params,
         ctx.ip,

@@ -28,7 +28,7 @@ from gateway.errors import (
 )
 from gateway.ids import is_ulid, new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import a2a_content, consent, groups, key_consent, policy
+from gateway.services import a2a_content, consent, groups, key_consent, outbound, policy
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
@@ -99,11 +99,36 @@ async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Re
         raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
 
 
+def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
+    """The author's DID when the message is a group post its home relays, else None.
+
+    The trust rule (docs/federation.md, "Relaying"): a message signed by a group's home
+    instance itself (its instance DID is ``metadata.confer.conversation.home``) may carry
+    another ``sender`` — a member of that group whose own signed message the home verified,
+    stored and ordered. The receiver stores it as the author's, in the group's replica only,
+    and only when the member list the home announced names the author
+    (:func:`gateway.services.groups.group_conversation`). Edits, deletes, receipts and
+    membership messages are never relayed this way, and no relay speaks for the receiver's
+    own users (:func:`gateway.services.a2a_rpc`).
+    """
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if caller.peer is None or claim is None or confer.sender is None:
+        return None
+    signer = caller.peer.peer.did
+    if signer != claim.home or confer.sender == signer or signer.count(":") != 2:
+        return None  # only an instance DID (did:web:<host>) homes groups
+    if confer.edit or confer.delete or confer.read or confer.membership:
+        return None
+    return confer.sender
+
+
 async def check_sender(
     caller: A2ACaller, params: SendMessageParams, *, pool: asyncpg.Pool, ip: str | None
 ) -> None:
     """A signed message may only claim the DID that signed it. Raises FederationAuthError.
 
+    A group's home relaying a member's post (:func:`relayed_author`) may name the member.
     A forged sender is a peer's lie, not a malformed request: it leaves the same
     ``federation.inbound.rejected`` audit row as a signature that fails, naming the signing
     ``keyid`` and the ``claimed`` DID.
@@ -111,6 +136,8 @@ async def check_sender(
     claimed = ConferMetadata.of(params.message.metadata).sender
     if caller.peer is None or claimed is None or claimed == caller.peer.peer.did:
         return
+    if relayed_author(caller, params) is not None:
+        return  # the group's home vouches for the author (docs/federation.md, "Relaying")
     error = FederationAuthError(
         "signature_sender_mismatch", f"signed by {caller.peer.keyid} but claims to be {claimed}"
     )
@@ -174,7 +201,11 @@ async def receive_message(
             return existing, False
         verdict = await _verdict(conn, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
-            message, notify = await _store_message(conn, caller, recipient, params, content, file)
+            message, notify, fresh = await _store_message(
+                conn, caller, recipient, params, content, file
+            )
+            if fresh:
+                await _relay(conn, recipient, params, message)
             await federation_store.insert_inbox(
                 conn,
                 origin_did=caller.origin,
@@ -455,11 +486,12 @@ async def _store_message(
     params: SendMessageParams,
     content: MessageCreate,
     file: a2a_content.IncomingFile | None = None,
-) -> tuple[Message, list[str]]:
+) -> tuple[Message, list[str], bool]:
     """Insert the message (``content`` as the sender stored it) in the right conversation
     (the ``contextId``'s when it names one of ours with this peer, see
     :func:`peer_conversation`), as a reply when ``metadata.confer.inReplyTo`` names a message
-    of it; returns it and the local users to notify. With ``file``, the copy's
+    of it; returns it, the local users to notify and whether it is new here (False: a group's
+    copy stored for another local member before). With ``file``, the copy's
     ``content_json.attachment_id`` names our own pending attachment row for it."""
     in_reply_to = None
     if caller.peer is not None:
@@ -495,7 +527,7 @@ async def _store_message(
         )
         stored = await messages_store.get_message(conn, id=copy) if copy else None
         if stored is not None:
-            return stored, notify
+            return stored, notify, False
     attachment_id = new_id()
     if file is not None and isinstance(content.content_json, dict):
         content_json = {**content.content_json, "attachment_id": attachment_id}
@@ -522,7 +554,20 @@ async def _store_message(
             origin_did=caller.peer.peer.did,
         )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
-    return message, notify
+    return message, notify, True
+
+
+async def _relay(
+    conn: asyncpg.Connection, recipient: Recipient, params: SendMessageParams, message: Message
+) -> None:
+    """A remote member's new post in a group homed here: queue it for every other member
+    instance, once per instance, relayed signed by our instance (the author's instance
+    already has it)."""
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if claim is None or claim.home != groups.instance_did(recipient.did):
+        return
+    await outbound.queue_for_peers(conn, outbound.Post(message, sender_name=confer.senderName))
 
 
 async def _peer_conversation(

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -34,7 +35,9 @@ from gateway.errors import NotGroupMemberError
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
+from gateway.store import federation as federation_store
 from gateway.store import groups as groups_store
+from gateway.store import instance as instance_store
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
@@ -72,9 +75,10 @@ async def outbound_claim(
         return ConferConversation(
             id=replica.remote_id, home=replica.home, name=kind[1], members=replica.members
         )
+    instance = await instance_store.get_instance(conn)
     return ConferConversation(
         id=conversation_id,
-        home=instance_did(sender_did),
+        home=instance.did if instance is not None else instance_did(sender_did),
         name=kind[1],
         members=await groups_store.list_member_dids(conn, conversation_id=conversation_id),
     )
@@ -310,3 +314,69 @@ def _participant_ref(p: dict[str, Any]) -> ParticipantRef:
     kind = p["participant_type"]
     column = {"user": "user_id", "own_agent": "agent_id", "peer_agent": "peer_id"}[kind]
     return (kind, p[column])
+
+
+INSTANCE_ENDPOINT = "/a2a"
+"""The path of a Confer instance's own A2A endpoint (the ``#a2a`` service of its instance DID
+document), where a group's traffic for that instance goes: one request per instance."""
+
+
+@dataclass(frozen=True)
+class InstanceDestination:
+    """One request of a group message for one instance: its ``/a2a`` ``endpoint``, a peer of
+    it (``peer_id``, for the outbox row), who signs (``signer``: the author, or our instance
+    when we relay a remote author's message) and the ``recipients`` there (member DIDs)."""
+
+    peer_id: str
+    endpoint: str
+    signer: str
+    recipients: tuple[str, ...]
+
+
+def _origin(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def group_destinations(
+    conn: asyncpg.Connection, *, conversation_id: str, author_did: str
+) -> list[InstanceDestination] | None:
+    """Where a group message of ``author_did`` goes, once per instance; None for a conversation
+    that is no group (or a replica whose home we have not heard from: it is sent per member,
+    as before membership events).
+
+    A replica sends to the home only (its ``/a2a``, with the home's members as recipients):
+    the home stores, orders and relays it. A home group sends to every member instance but
+    the author's; a local author signs, a remote author's message is relayed signed by our
+    instance DID (docs/federation.md, "Relaying").
+    """
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
+    if kind is None or kind[0] != "group":
+        return None
+    peers = await federation_store.list_peer_destinations(conn, conversation_id=conversation_id)
+    replica = await groups_store.get_replica(conn, conversation_id=conversation_id)
+    if replica is not None:
+        home = await peers_store.get_peer_by_did(conn, did=replica.home)
+        if home is None:
+            return None
+        there = tuple(p["did"] for p in peers if p["did"].startswith(replica.home + ":"))
+        if not there:
+            return None
+        return [InstanceDestination(home.id, home.endpoint, author_did, there)]
+    instance = await instance_store.get_instance(conn)
+    here = instance.did if instance is not None else instance_did(author_did)
+    signer = author_did if author_did.startswith(here + ":") else here
+    author_home = instance_did(author_did)
+    by_origin: dict[str, list[asyncpg.Record]] = {}
+    for p in peers:
+        if instance_did(p["did"]) != author_home:
+            by_origin.setdefault(_origin(p["endpoint"]), []).append(p)
+    return [
+        InstanceDestination(
+            rows[0]["peer_id"],
+            origin + INSTANCE_ENDPOINT,
+            signer,
+            tuple(r["did"] for r in rows),
+        )
+        for origin, rows in by_origin.items()
+    ]

@@ -6,7 +6,10 @@ transaction that stored it (so the delivery is queued exactly when the change co
 - a :class:`Post` — a user's message, an agent's answer, or the agent's answer to a request
   held for consent — goes to every peer agent of its conversation, or to one named peer; a
   group's message carries the group's identity and the home's group id as its ``contextId``
-  (:mod:`gateway.services.groups`);
+  and goes once per instance (:func:`gateway.services.groups.group_destinations`: from a
+  replica to the home only; from the home to every other member instance, a remote author's
+  message relayed signed by our instance), naming that instance's members in
+  ``metadata.confer.recipients``;
 - a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
 - a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
   the read reached, naming (by the peer's own id) its latest message read;
@@ -55,10 +58,6 @@ RECEIPT_TEXT = "(read)"
 
 MEMBERSHIP_TEXT = "(membership)"
 """The text part of a membership event (receivers ignore it)."""
-
-INSTANCE_ENDPOINT = "/a2a"
-"""The path of a Confer instance's own A2A endpoint (its instance DID document's ``#a2a``
-service), where membership events go: one request per instance, not per member."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +131,8 @@ class _Destination:
     # a receipt's: our copy of the peer's latest message read, and the peer's id of it
     message_id: str | None = None
     remote_id: str | None = None
+    # a group message's: every member of the destination instance it is for
+    recipients: tuple[str, ...] = ()
 
 
 Item = Post | Change | Receipt | Membership
@@ -182,7 +183,7 @@ async def _queue_membership(conn: asyncpg.Connection, item: Membership) -> int:
         await federation_store.insert_outbox(
             conn,
             destination=urlsplit(origin).netloc.lower(),
-            endpoint=origin + INSTANCE_ENDPOINT,
+            endpoint=origin + groups.INSTANCE_ENDPOINT,
             sender_did=item.home,
             peer_id=peer_id,
             message_id=None,
@@ -224,6 +225,14 @@ async def _destinations(
     assert sender is not None, "only a user's or an agent's message goes to peers"
     if item.to is not None:
         return [_Destination(item.to.id, item.to.endpoint, sender, item.to.did)]
+    instances = await groups.group_destinations(
+        conn, conversation_id=item.message.conversation_id, author_did=sender
+    )
+    if instances is not None:
+        return [
+            _Destination(i.peer_id, i.endpoint, i.signer, i.recipients[0], recipients=i.recipients)
+            for i in instances
+        ]
     peers = await federation_store.list_peer_destinations(
         conn, conversation_id=item.message.conversation_id
     )
@@ -305,6 +314,7 @@ async def _params(
             file=file,
             sender=message.sender_did,
             recipient=d.recipient,
+            recipients=list(d.recipients) or None,
             createdAt=message.created_at.isoformat(),
             senderName=item.sender_name or None,
             inReplyTo=in_reply_to,
