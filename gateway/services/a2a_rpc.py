@@ -229,11 +229,12 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         task, _ = await _send(ctx, params)
         return {"task": task_json(task)}
     text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
-    await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    caller = await _author(ctx, params)  # a group's home relays its members' changes too
+    await federation.check_sender(caller, params, pool=ctx.pool, ip=ctx.ip)
     await _check_task_reference(ctx, params)
     recipient = await _recipient(ctx, params)
     return await federated_changes.apply_change(
-        ctx.caller,
+        caller,
         recipient,
         params,
         text,

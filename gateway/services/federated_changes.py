@@ -24,21 +24,23 @@ from typing import Any
 
 import asyncpg
 
-from a2a.confer import ConferMetadata
+from a2a.confer import ConferChange, ConferConversation, ConferMetadata
 from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_message
 from gateway.clock import Clock
 from gateway.db import Transaction, transaction
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import unread
+from gateway.services import groups, unread
 from gateway.services.attachments import discard_message_files
 from gateway.services.callers import A2ACaller
+from gateway.services.outbound import Change, queue_for_peers
 from gateway.services.tasks import Recipient, TaskEvents, held_for_owner, withdraw_agent_answer
 from gateway.storage import AttachmentStorage
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federated_changes as store
 from gateway.store import federation as federation_store
+from gateway.store import groups as groups_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
@@ -108,6 +110,8 @@ async def apply_change(
             await _change_held(
                 tx, hub, storage, now, caller, recipient, kind, remote_id, text, done
             )
+        if done.changed and message is not None:
+            await _relay(conn, recipient, message, text if kind == "edit" else None, change)
         await _audit(conn, caller, kind, change.messageId, done)
         if done.task is not None:
             tx.call_after(functools.partial(task_events.publish, done.task))
@@ -120,6 +124,31 @@ async def apply_change(
         data={"applied": done.applied, "messageId": change.messageId},
     )
     return {"message": reply}
+
+
+async def _relay(
+    conn: asyncpg.Connection,
+    recipient: Recipient,
+    message: Message,
+    text: str | None,
+    change: ConferChange,
+) -> None:
+    """A remote member changed its post in a group homed here: the home relays the change to
+    the instances it relayed the post to (:mod:`gateway.services.outbound`, ``Change``)."""
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=message.conversation_id)
+    if kind is None or kind[0] != "group" or message.sender_did is None:
+        return
+    if await groups_store.get_replica(conn, conversation_id=message.conversation_id):
+        return
+    home = groups.instance_did(recipient.did)
+    group = ConferConversation(id=message.conversation_id, home=home)
+    conversation_id = message.conversation_id
+    relayed = (
+        Change(message.id, conversation_id, change.version, text, message.sender_did, group)
+        if text is not None
+        else Change(message.id, conversation_id, author=message.sender_did, group=group)
+    )
+    await queue_for_peers(conn, relayed)
 
 
 async def _audit(

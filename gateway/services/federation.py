@@ -107,9 +107,10 @@ def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
     another ``sender`` — a member of that group whose own signed message the home verified,
     stored and ordered. The receiver stores it as the author's, in the group's replica only,
     and only when the member list the home announced names the author
-    (:func:`gateway.services.groups.group_conversation`). Edits, deletes, receipts and
-    membership messages are never relayed this way, and no relay speaks for the receiver's
-    own users (:func:`gateway.services.a2a_rpc`).
+    (:func:`gateway.services.groups.group_conversation`); the author's edits and deletes
+    of it are relayed the same way (they find the copy by the author's inbox row). Receipts
+    and membership messages are never relayed, and no relay speaks for the receiver's own
+    users (:func:`gateway.services.a2a_rpc`).
     """
     confer = ConferMetadata.of(params.message.metadata)
     claim = confer.conversation
@@ -118,7 +119,7 @@ def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
     signer = caller.peer.peer.did
     if signer != claim.home or confer.sender == signer or signer.count(":") != 2:
         return None  # only an instance DID (did:web:<host>) homes groups
-    if confer.edit or confer.delete or confer.read or confer.membership:
+    if confer.read or confer.membership:
         return None
     return confer.sender
 

@@ -83,12 +83,18 @@ class Post:
 @dataclass(frozen=True)
 class Change:
     """An edit (``version`` is the new version, ``text`` the new text) or a delete
-    (``version`` None) of the message ``message_id`` already sent to peers."""
+    (``version`` None) of the message ``message_id`` already sent to peers.
+
+    ``author`` and ``group`` mark a change a group's home relays for a remote member: it goes
+    where the home relayed the message, naming the author as ``sender`` and the group.
+    """
 
     message_id: str
     conversation_id: str
     version: int | None = None
     text: str = DELETED_TEXT
+    author: str | None = None
+    group: ConferConversation | None = None
 
     @classmethod
     def edit(cls, message: Message, version: int) -> Change:
@@ -289,8 +295,9 @@ async def _params(
             context_id=item.conversation_id,
             text=item.text,
             confer=ConferMetadata(
-                sender=d.sender_did,
+                sender=item.author or d.sender_did,
                 recipient=d.recipient,
+                conversation=item.group,
                 edit=change if edited else None,
                 delete=None if edited else change,
             ),

@@ -4,6 +4,7 @@ author's message; receivers accept that only for groups homed at the signer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -94,6 +95,23 @@ async def test_the_home_relays_a_remote_post_once_per_instance(make_database) ->
         assert len(await placed(a, "from bob")) == 1
         assert len(await placed(c, "from bob")) == 1
         assert len(await placed(b, "from alice")) == 1
+
+        # Bob edits and deletes his post on B: the home relays both to C.
+        edited = await bob.request(
+            "PATCH",
+            f"/v1/conversations/{rb}/messages/{posted['id']}",
+            json={"content": "bob, edited", "version": 1},
+        )
+        assert edited.status_code == 200, edited.text
+        (c_edited,) = await arrived(c, "bob, edited")
+        assert c_edited["id"] == c_copy["id"]
+        deleted = await bob.request("DELETE", f"/v1/conversations/{rb}/messages/{posted['id']}")
+        assert deleted.status_code == 204, deleted.text
+        for _ in range(600):
+            if await placed(c, "bob, edited") == [] and await placed(a, "bob, edited") == []:
+                break
+            await asyncio.sleep(0.05)
+        assert await placed(c, "bob, edited") == [] and await placed(a, "bob, edited") == []
 
         # Carol's answer: to the home only; the home relays it to B once.
         answer = await carol.send(rc, "from carol")
