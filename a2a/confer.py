@@ -185,6 +185,8 @@ class ConferMetadata(BaseModel):
       absent on a direct message.
     - ``file``: on a ``file`` message, the declared size and SHA-256 (:class:`ConferFile`).
     - ``membership``: a group membership event or request (:class:`ConferMembership`).
+    - ``typing`` / ``presence``: an ephemeral signal — the sender is typing, or came
+      ``online`` / went ``offline``; nothing is stored.
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -211,6 +213,8 @@ class ConferMetadata(BaseModel):
     conversation: ConferConversation | None = None
     file: ConferFile | None = None
     membership: ConferMembership | None = None
+    typing: StrictBool | None = None
+    presence: StrictStr | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)

@@ -67,6 +67,7 @@ from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
 from gateway.services.peers import LocalDocuments, PeerDirectory
+from gateway.services.signals import Signals
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -170,6 +171,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
             app.state.confer.peer_limits = PeerRateLimiter(app.state.confer.accounts.limiter)
+            app.state.confer.signals = Signals(http, policy, identity)
             app.state.confer.home_link = HomeLink(
                 http, policy, identity, app.state.confer.peers, settings.outbound_timeout_seconds
             )

@@ -19,6 +19,7 @@ from gateway.services.group_home import HomeLink
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
+from gateway.services.signals import Signals
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.workers.supervisor import Supervisor
@@ -47,3 +48,5 @@ class AppState:
     supervisor: Supervisor | None = None
     home_link: HomeLink | None = None
     """How a replica asks a group's home instance for a change (built in the lifespan)."""
+    signals: Signals | None = None
+    """Typing and presence for peers, sent at once and dropped on failure."""

@@ -98,6 +98,7 @@ def _context(
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
         peers=state.peers,
         max_group_members=state.settings.max_group_members,
+        typing_interval_seconds=state.settings.typing_interval_seconds,
     )
 
 

@@ -49,6 +49,7 @@ from gateway.services import (
     federation,
     group_events,
     groups,
+    signals,
 )
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller, VerifiedPeer
@@ -73,7 +74,8 @@ class RpcContext:
     ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
     peer's delete removes them). ``peers`` resolves the remote members a group message names
     (None: only members already known join a replica); ``max_group_members`` bounds a group
-    a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``).
+    a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``); a peer's typing in one
+    conversation reaches its users at most once per ``typing_interval_seconds``.
     """
 
     caller: A2ACaller
@@ -90,6 +92,7 @@ class RpcContext:
     permission_ttl_seconds: float
     peers: PeerDirectory | None = None
     max_group_members: int = 256
+    typing_interval_seconds: float = 3.0
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -212,6 +215,17 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     event or request (:mod:`gateway.services.group_events`) → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
     confer = ConferMetadata.of(params.message.metadata)
+    if confer.typing or confer.presence is not None:
+        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        return await signals.receive(
+            ctx.pool,
+            ctx.hub,
+            ctx.identity,
+            ctx.caller,
+            ctx.recipient,
+            params,
+            ctx.typing_interval_seconds,
+        )
     if confer.membership is not None or "membership" in confer.malformed:
         await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
         if "membership" in confer.malformed or ctx.peers is None:
