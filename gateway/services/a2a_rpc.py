@@ -11,6 +11,8 @@ recipient (before any method runs), here for a recipient a ``/a2a`` message name
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -241,6 +243,8 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     change = confer.change()
     if change is None:
         task, _ = await _send(ctx, params)
+        if task.state == "TASK_STATE_WORKING" and not _returns_immediately(params):
+            task = await _settled(ctx, task)
         return {"task": task_json(task)}
     text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
     caller = await _author(ctx, params)  # a group's home relays its members' changes too
@@ -258,6 +262,27 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         task_events=ctx.task_events,
         storage=ctx.storage,
     )
+
+
+ANSWER_WAIT_SECONDS = 120.0
+"""How long a blocking ``SendMessage`` waits for the agent's answer before it returns the task
+still working (the caller then polls ``GetTask`` or subscribes)."""
+
+
+def _returns_immediately(params: SendMessageParams) -> bool:
+    """``configuration.returnImmediately`` (A2A 1.0 §3.2.2; the default is to block until the
+    task is terminal or interrupted)."""
+    return (params.configuration or {}).get("returnImmediately") is True
+
+
+async def _settled(ctx: RpcContext, row: TaskRow) -> TaskRow:
+    """The task once it is terminal or interrupted, or as it is after
+    :data:`ANSWER_WAIT_SECONDS`."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(ANSWER_WAIT_SECONDS):
+            async for _ in _follow(ctx, row, stop_on_interrupt=True):
+                pass
+    return await tasks_service.get_task(ctx.pool, ctx.caller.ref, row.id)
 
 
 async def get_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:

@@ -215,8 +215,11 @@ async def receive_message(
                 recipient_did=recipient.did,
                 now=now,
             )
-            held = False
-            if caller.peer is not None and recipient.agent_id is not None:
+            held = working = False
+            if recipient.agent_id is not None:
+                # the agent answers a peer with a message of its own, an API-key caller in the
+                # task's result (the runtime completes the task with the answer)
+                own = caller.api_key is not None and caller.api_key.user_id == recipient.user_id
                 _, agent_status = await enqueue_for_peer(
                     tx,
                     hub,
@@ -225,9 +228,13 @@ async def receive_message(
                     owner_id=recipient.user_id,
                     conversation_id=message.conversation_id,
                     message_id=message.id,
+                    owner_present=own,
                 )
                 held = agent_status == WAITING
-            task = await _open_task(conn, now, caller, recipient, params, message, None, held=held)
+                working = caller.api_key is not None and not held
+            task = await _open_task(
+                conn, now, caller, recipient, params, message, None, held=held, working=working
+            )
             await hub.append(tx, notify, MESSAGE_CREATED, message.model_dump(mode="json"))
         elif verdict.effect == "deny":
             task = await _open_task(conn, now, caller, recipient, params, None, None)
@@ -426,6 +433,7 @@ async def _audit_inbound(
 
 _STATUS = {
     "TASK_STATE_COMPLETED": "Delivered.",
+    "TASK_STATE_WORKING": "The agent is answering.",
     "TASK_STATE_REJECTED": "Refused by the recipient's policy.",
     "TASK_STATE_AUTH_REQUIRED": "Waiting for the owner's consent.",
 }
@@ -443,10 +451,12 @@ async def _open_task(
     *,
     task_id: str | None = None,
     held: bool = False,
+    working: bool = False,
 ) -> TaskRow:
     task_id = task_id or new_id()
     if message is not None:
         task_state = "TASK_STATE_AUTH_REQUIRED" if held else "TASK_STATE_COMPLETED"
+        task_state = "TASK_STATE_WORKING" if working else task_state
     else:
         task_state = "TASK_STATE_AUTH_REQUIRED" if permission_id else "TASK_STATE_REJECTED"
     context_id = params.message.contextId or (message.conversation_id if message else task_id)

@@ -17,8 +17,9 @@ retried — when the peer is down, slow (one short deadline, :data:`SIGNAL_TIMEO
 already has :data:`MAX_IN_FLIGHT` signals in flight. The receiver (:func:`receive`) checks the
 sender takes part (a group member of that group, a peer of a direct conversation), rate limits
 per sender (typing once per ``typing_interval_seconds`` per conversation, the same presence
-status once a second, so a transition is never lost to the limit) and emits the usual ephemeral ``typing`` / ``presence`` event to its local users, with
-the sender's ``did`` (and ``user_id`` null).
+status once a second, so a transition is never lost to the limit) and emits the usual
+ephemeral ``typing`` / ``presence`` event to its local users, with the sender's ``did`` (and
+``user_id`` null).
 """
 
 from __future__ import annotations
