@@ -201,6 +201,13 @@ class ObserverCannotPostError(ForbiddenError):
     code, title = "observer_cannot_post", "Observers read but cannot post"
 
 
+class AgentPolicyDeniedError(ForbiddenError):
+    """The agent's policy (or its owner's contact rules) refuses this user, as it would a
+    peer: nothing is stored."""
+
+    code, title = "agent_policy_denied", "The agent's policy refuses this request"
+
+
 class ConversationArchivedError(ConflictError):
     code, title = "conversation_archived", "The conversation is archived (read-only)"
 
