@@ -85,19 +85,26 @@ async def _event(
     if claim.home == deps.identity.did or len(claim.members) > deps.max_members:
         raise NotGroupMemberError(f"{claim.home} cannot announce group {claim.id} here")
     conversation_id = await participants.take_home_state(deps, claim)
+    details = {"event": _event_name(params), "conversation_id": conversation_id}
+    await _audit(deps, "group.event.applied", caller, claim, ip, details)
+    return _answer(params, claim, "Applied." if conversation_id else "No member here.")
+
+
+async def _audit(
+    deps: GroupDeps,
+    action: str,
+    caller: A2ACaller,
+    claim: ConferConversation,
+    ip: str | None,
+    details: dict[str, Any],
+) -> None:
     async with deps.pool.acquire() as conn:
         await audit_store.insert_audit(
             conn,
-            action="group.event.applied",
-            details={
-                "caller": caller.ref,
-                "group": claim.id[:255],
-                "event": _event_name(params),
-                "conversation_id": conversation_id,
-            },
+            action=action,
+            details={"caller": caller.ref, "group": claim.id[:255], **details},
             ip_address=ip,
         )
-    return _answer(params, claim, "Applied." if conversation_id else "No member here.")
 
 
 def _event_name(params: SendMessageParams) -> str | None:
@@ -119,19 +126,8 @@ async def _request(
     try:
         await _apply_request(deps, actor, claim, request)
     except ConferError as exc:
-        async with deps.pool.acquire() as conn:
-            await audit_store.insert_audit(
-                conn,
-                action="group.request.refused",
-                details={
-                    "caller": caller.ref,
-                    "group": claim.id[:255],
-                    "event": request.event,
-                    "code": exc.wire_code,
-                    "detail": exc.detail[:500],
-                },
-                ip_address=ip,
-            )
+        details = {"event": request.event, "code": exc.wire_code, "detail": exc.detail[:500]}
+        await _audit(deps, "group.request.refused", caller, claim, ip, details)
         raise GroupActionRefusedError(exc.detail, exc.wire_code) from exc
     async with deps.pool.acquire() as conn:
         state = await home_state(conn, conversation_id=claim.id, home=deps.identity.did)

@@ -135,23 +135,28 @@ async def group_conversation(
     if replica is None:
         if not from_home:
             raise NotGroupMemberError(f"group {claim.id} is unknown here; its home announces it")
-        conversation = await conv_store.insert_conversation(
-            conn, type="group", name=claim.name, created_by=recipient.user_id
-        )
-        conversation_id = conversation.id
-        await groups_store.insert_replica(
-            conn,
-            conversation_id=conversation_id,
-            home=claim.home,
-            remote_id=claim.id,
-            members=claim.members,
-        )
+        conversation_id = await _new_replica(conn, claim, recipient.user_id)
     else:
         conversation_id = replica.conversation_id
         if from_home:
             await _follow_home(conn, conversation_id, claim)
     await _join(conn, conversation_id, recipient, peer, members if from_home else [])
     return conversation_id
+
+
+async def _new_replica(conn: asyncpg.Connection, claim: ConferConversation, created_by: str) -> str:
+    """Create the local conversation mirroring the home's group ``claim``; returns its id."""
+    conversation = await conv_store.insert_conversation(
+        conn, type="group", name=claim.name, created_by=created_by
+    )
+    await groups_store.insert_replica(
+        conn,
+        conversation_id=conversation.id,
+        home=claim.home,
+        remote_id=claim.id,
+        members=claim.members,
+    )
+    return conversation.id
 
 
 async def _follow_home(
@@ -272,17 +277,7 @@ async def apply_home_state(
     if replica is None:
         if not local_users:
             return Applied(None, [], [], False)
-        conversation = await conv_store.insert_conversation(
-            conn, type="group", name=claim.name, created_by=local_users[0]
-        )
-        conversation_id = conversation.id
-        await groups_store.insert_replica(
-            conn,
-            conversation_id=conversation_id,
-            home=claim.home,
-            remote_id=claim.id,
-            members=claim.members,
-        )
+        conversation_id = await _new_replica(conn, claim, local_users[0])
     else:
         conversation_id = replica.conversation_id
         await groups_store.update_replica_members(

@@ -339,6 +339,18 @@ async def remove_participant(
         return await remove_member(
             deps, Actor(user.did, user=user), conversation_id, participant_id
         )
+    did = await _participant_did(deps, conversation_id, participant_id)
+    leaving = did == user.did
+    request = (
+        ConferMembership(event="leave") if leaving else ConferMembership(event="kick", member=did)
+    )
+    await _forward(deps, user, replica, request)
+    return None
+
+
+async def _participant_did(deps: GroupDeps, conversation_id: str, participant_id: str) -> str:
+    """The DID of participant ``participant_id`` of the conversation (ParticipantNotFoundError
+    when there is none, or it has no DID)."""
     async with deps.pool.acquire() as conn:
         did = await groups_store.get_participant_did(conn, participant_id=participant_id)
         row = await conv_store.get_participant(
@@ -346,12 +358,7 @@ async def remove_participant(
         )
     if row is None or did is None:
         raise ParticipantNotFoundError(f"no participant {participant_id}")
-    leaving = did == user.did
-    request = (
-        ConferMembership(event="leave") if leaving else ConferMembership(event="kick", member=did)
-    )
-    await _forward(deps, user, replica, request)
-    return None
+    return did
 
 
 async def remove_member(
@@ -427,13 +434,7 @@ async def update_participant_role(
     if replica is None:
         actor = Actor(user.did, user=user)
         return await change_role(deps, actor, conversation_id, participant_id, data)
-    async with deps.pool.acquire() as conn:
-        did = await groups_store.get_participant_did(conn, participant_id=participant_id)
-        row = await conv_store.get_participant(
-            conn, conversation_id=conversation_id, participant_id=participant_id
-        )
-    if row is None or did is None:
-        raise ParticipantNotFoundError(f"no participant {participant_id}")
+    did = await _participant_did(deps, conversation_id, participant_id)
     await _forward(deps, user, replica, ConferMembership(event="role", member=did, role=data.role))
     return None
 

@@ -8,6 +8,13 @@ import asyncpg
 
 from models import ConversationRow
 
+_WITH_DIDS = """conversation_participants p
+       LEFT JOIN users u ON u.id = p.user_id
+       LEFT JOIN agents a ON a.id = p.agent_id
+       LEFT JOIN peer_agents pa ON pa.id = p.peer_id"""
+_DID = "COALESCE(u.did, a.did, pa.did)"
+"""A participant's DID (user, own agent or peer) over :data:`_WITH_DIDS`."""
+
 
 @dataclass(frozen=True)
 class ReplicaRow:
@@ -97,16 +104,7 @@ async def list_known_peer_dids(conn: asyncpg.Connection, *, dids: list[str]) -> 
 
 async def list_member_dids(conn: asyncpg.Connection, *, conversation_id: str) -> list[str]:
     """The DIDs of every participant (users, own agents, peers), by join order."""
-    records = await conn.fetch(
-        """SELECT COALESCE(u.did, a.did, pa.did) AS did
-           FROM conversation_participants p
-           LEFT JOIN users u ON u.id = p.user_id
-           LEFT JOIN agents a ON a.id = p.agent_id
-           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-           WHERE p.conversation_id = $1 ORDER BY p.id""",
-        conversation_id,
-    )
-    return [r["did"] for r in records if r["did"]]
+    return [did for did, _ in await list_member_roles(conn, conversation_id=conversation_id)]
 
 
 async def find_group_copy(
@@ -131,12 +129,8 @@ async def list_member_roles(
 ) -> list[tuple[str, str]]:
     """``(did, role)`` of every participant with a DID, by join order."""
     records = await conn.fetch(
-        """SELECT COALESCE(u.did, a.did, pa.did) AS did, p.role
-           FROM conversation_participants p
-           LEFT JOIN users u ON u.id = p.user_id
-           LEFT JOIN agents a ON a.id = p.agent_id
-           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-           WHERE p.conversation_id = $1 ORDER BY p.id""",
+        f"""SELECT {_DID} AS did, p.role FROM {_WITH_DIDS}
+            WHERE p.conversation_id = $1 ORDER BY p.id""",
         conversation_id,
     )
     return [(str(r["did"]), str(r["role"])) for r in records if r["did"]]
@@ -156,12 +150,8 @@ async def find_participant_by_did(
 ) -> str | None:
     """The participant id of the user, agent or peer with DID ``did`` in the conversation."""
     value = await conn.fetchval(
-        """SELECT p.id FROM conversation_participants p
-           LEFT JOIN users u ON u.id = p.user_id
-           LEFT JOIN agents a ON a.id = p.agent_id
-           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-           WHERE p.conversation_id = $1 AND COALESCE(u.did, a.did, pa.did) = $2
-           ORDER BY p.id LIMIT 1""",
+        f"""SELECT p.id FROM {_WITH_DIDS}
+            WHERE p.conversation_id = $1 AND {_DID} = $2 ORDER BY p.id LIMIT 1""",
         conversation_id,
         did,
     )
@@ -171,11 +161,7 @@ async def find_participant_by_did(
 async def get_participant_did(conn: asyncpg.Connection, *, participant_id: str) -> str | None:
     """The DID of a participant (user, agent or peer), or None."""
     value = await conn.fetchval(
-        """SELECT COALESCE(u.did, a.did, pa.did) FROM conversation_participants p
-           LEFT JOIN users u ON u.id = p.user_id
-           LEFT JOIN agents a ON a.id = p.agent_id
-           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-           WHERE p.id = $1""",
+        f"SELECT {_DID} FROM {_WITH_DIDS} WHERE p.id = $1",
         participant_id,
     )
     return str(value) if value is not None else None

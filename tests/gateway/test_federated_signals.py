@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.gateway.harness import Instance, next_event, run_instance
-from tests.gateway.test_group_membership import the_group
+from tests.gateway.test_group_membership import new_group, the_group
 from tests.gateway.test_group_replicas import arrived
 
 
@@ -24,12 +24,7 @@ async def test_typing_and_presence_reach_the_other_instance(make_database) -> No
         await alice.send(direct["id"], "hello bob")
         (copy,) = await arrived(b, "hello bob")
         b_direct = copy["conversation_id"]
-        created = await alice.request(
-            "POST",
-            "/v1/conversations",
-            json={"type": "group", "name": "G1", "participant_dids": [bob.did]},
-        )
-        g1 = created.json()["id"]
+        g1 = await new_group(alice, "G1", [bob.did])
         replica = (await the_group(bob))["id"]
         async with bob.websocket() as ws_bob:
             # Presence: alice's first device reaches bob, who shares a direct conversation.

@@ -21,6 +21,15 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
     raise AssertionError(f"never: {what}")
 
 
+async def new_group(owner: User, name: str, dids: list[str]) -> str:
+    """Create a group of ``owner`` with ``dids``; returns its id."""
+    created = await owner.request(
+        "POST", "/v1/conversations", json={"type": "group", "name": name, "participant_dids": dids}
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
 async def groups_of(user: User) -> list[dict[str, Any]]:
     response = await user.request("GET", "/v1/conversations")
     assert response.status_code == 200, response.text
@@ -80,17 +89,7 @@ async def test_membership_events_reach_every_replica_and_the_home_enforces_its_r
         alice, dave = await a.register("alice"), await a.register("dave")
         bob = await b.register("bob")
         carol, erin = await c.register("carol"), await c.register("erin")
-        created = await alice.request(
-            "POST",
-            "/v1/conversations",
-            json={
-                "type": "group",
-                "name": "G1",
-                "participant_dids": [bob.did, carol.did, dave.did],
-            },
-        )
-        assert created.status_code == 201, created.text
-        g1 = created.json()["id"]
+        g1 = await new_group(alice, "G1", [bob.did, carol.did, dave.did])
 
         # No message yet: the create event alone gives B and C their replica.
         replica_b, replica_c = await the_group(bob), await the_group(carol)
@@ -195,12 +194,7 @@ async def test_only_the_home_instance_announces_membership(make_database) -> Non
         run_fake_peer() as mallory,
     ):
         alice, bob = await a.register("alice"), await b.register("bob")
-        created = await alice.request(
-            "POST",
-            "/v1/conversations",
-            json={"type": "group", "name": "G1", "participant_dids": [bob.did]},
-        )
-        g1 = created.json()["id"]
+        g1 = await new_group(alice, "G1", [bob.did])
         replica = await the_group(bob)
 
         # Mallory (a user-level DID, not the home instance) claims A's group has a new member

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, run_instance
-from tests.gateway.test_group_membership import the_group
+from tests.gateway.test_group_membership import new_group, the_group
 from tests.gateway.test_group_replicas import arrived, placed, settle
 
 
@@ -46,13 +46,7 @@ async def test_the_home_relays_a_remote_post_once_per_instance(make_database) ->
         bob, bea = await b.register("bob"), await b.register("bea")
         carol, erin = await c.register("carol"), await c.register("erin")
         members = [bob.did, bea.did, carol.did, erin.did, dave.did]
-        created = await alice.request(
-            "POST",
-            "/v1/conversations",
-            json={"type": "group", "name": "G1", "participant_dids": members},
-        )
-        assert created.status_code == 201, created.text
-        g1 = created.json()["id"]
+        g1 = await new_group(alice, "G1", members)
         rb, rc = (await the_group(bob))["id"], (await the_group(carol))["id"]
         assert (await the_group(bea))["id"] == rb and (await the_group(erin))["id"] == rc
 
@@ -131,12 +125,7 @@ async def test_a_relay_is_accepted_only_from_the_groups_home(make_database) -> N
         run_fake_peer() as mallory,
     ):
         alice, bob = await a.register("alice"), await b.register("bob")
-        created = await alice.request(
-            "POST",
-            "/v1/conversations",
-            json={"type": "group", "name": "G1", "participant_dids": [bob.did]},
-        )
-        g1 = created.json()["id"]
+        g1 = await new_group(alice, "G1", [bob.did])
         await the_group(bob)
 
         async def forge(text: str, conversation: dict[str, Any]) -> Any:

@@ -25,6 +25,16 @@ async def answer_to(instance: Instance, question: str) -> str:
     raise AssertionError(f"no answer to {question!r}")
 
 
+async def completed(b: Instance, path: str, key: str, task_id: str) -> dict[str, Any]:
+    """The task once ``GetTask`` shows it completed (waits for it)."""
+    for _ in range(600):
+        got = await rpc(b, path, key, call("GetTask", {"id": task_id}))
+        if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED":
+            return dict(got["result"])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"task {task_id} never completed")
+
+
 def result_text(task: dict[str, Any]) -> str:
     return str(task["status"]["message"]["parts"][0]["text"])
 
@@ -51,12 +61,7 @@ async def test_an_api_key_caller_gets_the_agents_answer(database_url: str) -> No
         task = body["result"]["task"]
         assert task["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED")
         answer = await answer_to(b, "second question")
-        for _ in range(600):
-            got = await rpc(b, path, key, call("GetTask", {"id": task["id"]}))
-            if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED":
-                break
-            await asyncio.sleep(0.05)
-        assert result_text(got["result"]) == answer
+        assert result_text(await completed(b, path, key, task["id"])) == answer
 
         # Streaming: submitted, working, then the answer.
         response = await b.client.post(
@@ -84,8 +89,9 @@ async def test_another_users_key_waits_for_the_offline_owner_like_a_peer(databas
         agent_id = await make_public(b, bob)
         async with b.state.pool.acquire() as conn:  # allow: skip consent, keep the owner rule
             await conn.execute(
-                """UPDATE agents SET policies_json = '{"default": "auto", "rules": []}' WHERE id = $1""",
+                "UPDATE agents SET policies_json = $2 WHERE id = $1",
                 agent_id,
+                {"default": "auto", "rules": []},
             )
         key = await issue_key(alice)
         path = f"/agents/{agent_id}/a2a"
@@ -96,9 +102,4 @@ async def test_another_users_key_waits_for_the_offline_owner_like_a_peer(databas
         assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED", task
         async with bob.websocket():
             answer = await answer_to(b, question)
-            for _ in range(600):
-                got = await rpc(b, path, key, call("GetTask", {"id": task["id"]}))
-                if got["result"]["status"]["state"] == "TASK_STATE_COMPLETED":
-                    break
-                await asyncio.sleep(0.05)
-        assert result_text(got["result"]) == answer
+            assert result_text(await completed(b, path, key, task["id"])) == answer
