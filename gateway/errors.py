@@ -220,6 +220,10 @@ class AlreadyParticipantError(ConflictError):
     code, title = "already_participant", "Already a participant"
 
 
+class PeerNotFoundError(NotFoundError):
+    code, title = "peer_not_found", "No such peer"
+
+
 class ParticipantNotFoundError(NotFoundError):
     code, title = "participant_not_found", "No such participant in this conversation"
 

@@ -222,6 +222,25 @@ class OutboxPage(ConferModel):
     next_before: Ulid | None = None
 
 
+class PeerRefetch(ConferModel):
+    """``POST /v1/admin/federation/peers/refetch``: the DID of a known peer."""
+
+    did: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^did:web:")]
+
+
+class PeerRefetched(ConferModel):
+    """A peer's DID document as just fetched again: its ``endpoint``, the ``key_ids`` of its
+    authentication keys, its ``etag`` and when it was fetched (``not_modified``: the peer
+    answered 304, the document is unchanged)."""
+
+    did: str
+    endpoint: str
+    key_ids: list[str]
+    etag: str | None = None
+    fetched_at: Timestamp
+    not_modified: bool
+
+
 class DestinationPublic(ConferModel):
     """A peer instance the outbox delivers to (``GET /v1/admin/federation/destinations``).
 
