@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import asyncpg
 from pydantic import BaseModel, ValidationError
 
-from a2a.confer import ConferMetadata
+from a2a.confer import ConferMetadata, read_parts
 from a2a.protocol import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -246,7 +246,13 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         if task.state == "TASK_STATE_WORKING" and not _returns_immediately(params):
             task = await _settled(ctx, task)
         return {"task": task_json(task)}
-    text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
+    text, content_json = "", None
+    if change[0] == "edit":  # the new text and, for structured content, its data part
+        text, content_json = read_parts(params.message.parts)
+        if content_json is None:
+            text = message_text(params.message, ctx.max_message_chars)
+        elif len(text) > ctx.max_message_chars:
+            raise InvalidParamsError(f"the text exceeds {ctx.max_message_chars} characters")
     caller = await _author(ctx, params)  # a group's home relays its members' changes too
     await federation.check_sender(caller, params, pool=ctx.pool, ip=ctx.ip)
     await _check_task_reference(ctx, params)
@@ -261,6 +267,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         clock=ctx.clock,
         task_events=ctx.task_events,
         storage=ctx.storage,
+        content_json=content_json,
     )
 
 

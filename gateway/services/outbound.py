@@ -39,6 +39,7 @@ from a2a.confer import (
     ConferFile,
     ConferMembership,
     ConferMetadata,
+    message_parts,
     send_message_params,
 )
 from gateway.ids import new_id
@@ -95,11 +96,18 @@ class Change:
     text: str = DELETED_TEXT
     author: str | None = None
     group: ConferConversation | None = None
+    content_json: Any = None
 
     @classmethod
     def edit(cls, message: Message, version: int) -> Change:
-        """``message`` edited, now at ``version``."""
-        return cls(message.id, message.conversation_id, version, message.content or "")
+        """``message`` edited, now at ``version`` (its text and ``content_json`` travel)."""
+        return cls(
+            message.id,
+            message.conversation_id,
+            version,
+            message.content or "",
+            content_json=message.content_json,
+        )
 
     @classmethod
     def delete(cls, message_id: str, conversation_id: str) -> Change:
@@ -294,6 +302,7 @@ async def _params(
             message_id=new_id(),  # a change is a message of its own; the original is named
             context_id=item.conversation_id,
             text=item.text,
+            parts=message_parts(item.text, item.content_json) if edited else None,
             confer=ConferMetadata(
                 sender=item.author or d.sender_did,
                 recipient=d.recipient,
