@@ -36,7 +36,6 @@ from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
-from gateway.store import attachments as attachments_store
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -539,29 +538,24 @@ async def _store_message(
         stored = await messages_store.get_message(conn, id=copy) if copy else None
         if stored is not None:
             return stored, notify, False
-    attachment_id = new_id()
-    if file is not None and isinstance(content.content_json, dict):
-        content_json = {**content.content_json, "attachment_id": attachment_id}
-        content = content.model_copy(update={"content_json": content_json})
+    fields, attachment_id = a2a_content.with_attachment(
+        a2a_content.stored_fields(content), file if caller.peer is not None else None
+    )
     message = await messages_store.insert_message(
         conn,
         id=new_id(),
         conversation_id=conversation_id,
         in_reply_to=in_reply_to,
-        **a2a_content.stored_fields(content),
+        **fields,
         **sender,
     )
-    if file is not None and caller.peer is not None and isinstance(content.content_json, dict):
-        await attachments_store.insert_received_attachment(
+    if attachment_id is not None and file is not None and caller.peer is not None:
+        await a2a_content.record_received_file(
             conn,
-            id=attachment_id,
-            message_id=message.id,
+            attachment_id=attachment_id,
+            message=message,
             user_id=recipient.user_id,
-            filename=str(content.content_json["filename"]),
-            content_type=(file.media_type or "application/octet-stream")[:128],
-            size_bytes=file.size_bytes,
-            sha256=file.sha256,
-            source_url=file.url,
+            file=file,
             origin_did=caller.peer.peer.did,
         )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
