@@ -520,6 +520,9 @@ async def _store_message(
             conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
         )
         notify = [] if settings.muted else [recipient.user_id]  # muted: stored, not notified
+        name = display_name(ConferMetadata.of(params.message.metadata).senderName)
+        if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
+            await peers_store.set_peer_name(conn, id=peer.id, name=name)
     else:
         assert caller.api_key is not None and recipient.agent_id is not None
         owner = await users_store.get_user(conn, id=caller.api_key.user_id)
@@ -573,6 +576,20 @@ async def _relay(
     if claim is None or claim.home != groups.instance_did(recipient.did):
         return
     await outbound.queue_for_peers(conn, outbound.Post(message, sender_name=confer.senderName))
+
+
+MAX_NAME_CHARS = 128
+"""The longest display name kept for a peer (a local user's limit)."""
+
+
+def display_name(claimed: str | None) -> str | None:
+    """A peer's ``senderName`` fit to show: control characters dropped, whitespace collapsed,
+    at most :data:`MAX_NAME_CHARS` characters; None when nothing is left."""
+    if not claimed:
+        return None
+    kept = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in claimed)
+    shown = " ".join(kept.split())
+    return shown[:MAX_NAME_CHARS] or None
 
 
 async def _peer_conversation(
