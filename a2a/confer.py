@@ -295,6 +295,18 @@ def refused_problem(error: Mapping[str, Any]) -> str | None:
     return None
 
 
+CONTROL_MEDIA_TYPE = "application/vnd.confer.control+json"
+"""``mediaType`` of the only part of a message that carries no content — a membership event
+or request, a typing or presence signal: a data part, so that a receiver that does not know
+the Confer member it rides on refuses it (a plain message needs a text part) instead of
+storing it as text."""
+
+
+def control_parts(what: str) -> list[dict[str, Any]]:
+    """The ``parts`` of a message that carries no content (:data:`CONTROL_MEDIA_TYPE`)."""
+    return [{"data": {"confer": what}, "mediaType": CONTROL_MEDIA_TYPE}]
+
+
 def message_parts(
     content: str | None, content_json: Any = None, citations: list[Any] | None = None
 ) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from a2a.confer import (
     ConferConversation,
     ConferMembership,
     ConferMetadata,
+    control_parts,
     refused_problem,
     send_message_params,
 )
@@ -41,8 +42,6 @@ from gateway.store.groups import ReplicaRow
 ANSWER_MAX_BYTES = 256 * 1024
 """The home's answer carries the group's whole state (up to the member cap's DIDs)."""
 
-REQUEST_TEXT = "(membership request)"
-"""The text part of a membership request (the home ignores it)."""
 
 _REFUSALS: dict[str, type[e.ConferError]] = {
     cls.code: cls
@@ -92,12 +91,13 @@ class HomeLink:
         params = send_message_params(
             message_id=new_id(),
             context_id=replica.remote_id,
-            text=REQUEST_TEXT,
+            text="",  # no text part: control_parts
             confer=ConferMetadata(
                 sender=actor_did,
                 conversation=ConferConversation(id=replica.remote_id, home=replica.home),
                 membership=request,
             ),
+            parts=control_parts("membership"),
         )
         answer = await self._call(actor_did, home.endpoint, params)
         return _state(answer, replica)

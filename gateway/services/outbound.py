@@ -39,6 +39,7 @@ from a2a.confer import (
     ConferFile,
     ConferMembership,
     ConferMetadata,
+    control_parts,
     message_parts,
     send_message_params,
 )
@@ -56,9 +57,6 @@ DELETED_TEXT = "(deleted)"
 
 RECEIPT_TEXT = "(read)"
 """The text part of a read receipt (receivers ignore it)."""
-
-MEMBERSHIP_TEXT = "(membership)"
-"""The text part of a membership event (receivers ignore it)."""
 
 
 @dataclass(frozen=True)
@@ -204,8 +202,9 @@ async def _queue_membership(conn: asyncpg.Connection, item: Membership) -> int:
             payload=send_message_params(
                 message_id=new_id(),  # an event is a message of its own
                 context_id=item.conversation_id,
-                text=MEMBERSHIP_TEXT,
+                text="",  # no text part: control_parts
                 confer=ConferMetadata(sender=item.home, conversation=state, membership=item.event),
+                parts=control_parts("membership"),
             ),
         )
     return len(instances)

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import httpx
 
-from a2a.confer import ConferConversation, ConferMetadata, send_message_params
+from a2a.confer import ConferConversation, ConferMetadata, control_parts, send_message_params
 from a2a.protocol import SendMessageParams, agent_text_message
 from did.outbound import OutboundPolicy
 from gateway.ids import new_id
@@ -57,7 +57,6 @@ MAX_IN_FLIGHT = 4
 MAX_PRESENCE_PEERS = 64
 PRESENCE_INTERVAL_SECONDS = 1.0
 TYPING_EXPIRES_SECONDS = 6
-SIGNAL_TEXT = "(signal)"
 
 
 @dataclass
@@ -120,7 +119,11 @@ class Signals:
 
 def _params(context_id: str, confer: ConferMetadata) -> dict[str, Any]:
     return send_message_params(
-        message_id=new_id(), context_id=context_id, text=SIGNAL_TEXT, confer=confer
+        message_id=new_id(),
+        context_id=context_id,
+        text="",  # no text part: control_parts
+        confer=confer,
+        parts=control_parts("signal"),
     )
 
 
