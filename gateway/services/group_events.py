@@ -3,8 +3,8 @@
 A ``SendMessage`` with ``metadata.confer.membership`` (:class:`a2a.confer.ConferMembership`) and
 ``metadata.confer.conversation`` naming a group is one of two things, told apart by its signer:
 
-- **An event**, signed by the group's home instance itself (its instance DID, which is
-  ``conversation.home``): a membership change already made there, carrying the group's whole
+- **An event**, signed by the group's home instance itself (its instance DID,
+  ``did:web:<host>``, which is ``conversation.home``): a membership change already made there, carrying the group's whole
   state after it. The replica takes that state (:func:`gateway.services.participants
   .take_home_state`); an event signed by anyone else is refused (403 ``not_group_member``,
   audited), so only the home decides who is in its group.
@@ -70,7 +70,7 @@ async def receive(
             "and .conversation naming its contextId, from a signed peer"
         )
     signer = caller.peer.peer.did
-    if signer == claim.home:
+    if signer == claim.home and signer.count(":") == 2:  # an instance DID, did:web:<host>
         return await _event(deps, caller, params, claim, ip)
     return await _request(deps, caller, params, claim, ip)
 
