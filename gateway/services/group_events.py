@@ -4,10 +4,10 @@ A ``SendMessage`` with ``metadata.confer.membership`` (:class:`a2a.confer.Confer
 ``metadata.confer.conversation`` naming a group is one of two things, told apart by its signer:
 
 - **An event**, signed by the group's home instance itself (its instance DID,
-  ``did:web:<host>``, which is ``conversation.home``): a membership change already made there, carrying the group's whole
-  state after it. The replica takes that state (:func:`gateway.services.participants
-  .take_home_state`); an event signed by anyone else is refused (403 ``not_group_member``,
-  audited), so only the home decides who is in its group.
+  ``did:web:<host>``, which is ``conversation.home``): a membership change already made
+  there, carrying the group's whole state after it. The replica takes that state
+  (:func:`gateway.services.participants.take_home_state`); an event signed by anyone else is
+  refused (403 ``not_group_member``, audited), so only the home decides who is in its group.
 - **A request**, signed by a member of another instance, sent to us because we are the
   group's home (:mod:`gateway.services.group_home`): the change is made under the local rules,
   as that member (:class:`gateway.services.participants.Actor`), and announced to every member
