@@ -238,6 +238,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 await agent_queue.close()
             if hub is not None:
                 await hub.close()
+            signals = getattr(app.state, "confer", None) and app.state.confer.signals
+            if signals is not None:  # at most a few, each bounded by its short deadline
+                await signals.drain()
             await http.aclose()
             await pool.close()
 
