@@ -41,7 +41,7 @@ from gateway.store import instance as instance_store
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
-from models import PeerAgentRow
+from models import ParticipantRole, PeerAgentRow
 
 MAX_RESOLVED_MEMBERS = 32
 """How many unknown member DIDs one group message may make us resolve (a bound on the work
@@ -204,6 +204,10 @@ async def _join(
         )
 
 
+_NOT_MEMBER: dict[str, ParticipantRole] = {"admin": "admin", "observer": "observer"}
+"""The roles a membership event names (a member not named is a ``member``)."""
+
+
 async def home_state(
     conn: asyncpg.Connection, *, conversation_id: str, home: str
 ) -> ConferConversation:
@@ -217,7 +221,7 @@ async def home_state(
         home=home,
         name=kind[1] if kind else None,
         members=[did for did, _ in roles],
-        roles={did: role for did, role in roles if role != "member"},  # type: ignore[misc]
+        roles={did: _NOT_MEMBER[role] for did, role in roles if role in _NOT_MEMBER},
         archived=await groups_store.get_archived(conn, conversation_id=conversation_id),
     )
 

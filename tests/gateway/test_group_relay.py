@@ -148,8 +148,8 @@ async def test_a_relay_is_accepted_only_from_the_groups_home(make_database) -> N
         assert refused.json()["code"] == "signature_sender_mismatch"
         # A home's relay names a remote author; mallory's DID is no instance DID, so she
         # homes no group, and her "relay" is a forged sender again.
-        own = {"id": "01J00000000000000000000000", "home": mallory.did}
-        own["members"] = [alice.did, bob.did]  # type: ignore[assignment]
+        own: dict[str, Any] = {"id": "01J00000000000000000000000", "home": mallory.did}
+        own["members"] = [alice.did, bob.did]
         refused = await forge("own group relay", own)
         assert refused.status_code == 401, refused.text
         assert refused.json()["code"] == "signature_sender_mismatch"
