@@ -237,3 +237,30 @@ async def test_only_the_home_instance_announces_membership(make_database) -> Non
 def _details(record: Any) -> dict[str, Any]:
     value = record["details_json"]
     return dict(json.loads(value) if isinstance(value, str) else value)
+
+
+async def test_a_change_on_a_replica_whose_home_is_down_changes_nothing(make_database) -> None:
+    async with run_instance(await make_database()) as b:
+        bob = await b.register("bob")
+        async with run_instance(await make_database()) as a:
+            alice = await a.register("alice")
+            await new_group(alice, "G1", [bob.did])
+            replica = await the_group(bob)
+        # A is gone: the home cannot make the change, so nobody does.
+        renamed = await bob.request(
+            "PATCH", f"/v1/conversations/{replica['id']}", json={"name": "X"}
+        )
+        assert renamed.status_code == 502, renamed.text
+        assert renamed.json()["code"] == "group_home_unreachable"
+        after = await view(bob, replica["id"])
+        assert after is not None and after["name"] == "G1"
+        # Typing towards the dead home is dropped at once, never queued.
+        async with b.state.pool.acquire() as conn:
+            before = await conn.fetchval("SELECT count(*) FROM federation_outbox")
+        async with bob.websocket() as ws:
+            await ws.send(json.dumps({"type": "typing", "conversation_id": replica["id"]}))
+            await asyncio.sleep(0.5)
+        assert b.state.signals is not None
+        await b.state.signals.drain()
+        async with b.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM federation_outbox") == before
