@@ -4,6 +4,7 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
 ``google.protobuf.Struct``); Confer puts everything it adds under one key, ``"confer"``::
 
     {"confer": {"sender": "did:web:a.example:users:alice", "recipient": "did:web:b.example:…",
+                "recipients": ["did:web:b.example:users:bob", "…"],
                 "createdAt": "2025-01-01T12:00:00+00:00", "senderName": "Alice",
                 "inReplyTo": "01J…", "action": "ask",
                 "taskId": "01J…", "decision": "allow_once",
@@ -16,7 +17,9 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                 "conversation": {"id": "01J…", "type": "group", "name": "launch",
                                  "home": "did:web:a.example",
                                  "members": ["did:web:a.example:users:alice", "…"]},
-                "file": {"sizeBytes": 10, "sha256": "<64 hex digits>"}}}
+                "file": {"sizeBytes": 10, "sha256": "<64 hex digits>"},
+                "membership": {"event": "kick", "member": "did:web:c.example:users:carol",
+                               "by": "did:web:a.example:users:alice"}}}
 
 A message's content rides in its parts (:func:`message_parts`, read back with
 :func:`read_parts`): ``content`` as one text part, ``content_json`` as one data part
@@ -50,7 +53,7 @@ from pydantic import (
     field_validator,
 )
 
-from a2a.protocol import InvalidParamsError, Part
+from a2a.protocol import InvalidParamsError, JSONRPCError, Part
 
 CONFER_KEY = "confer"
 """The member of ``metadata`` that holds Confer's extension data."""
@@ -68,6 +71,14 @@ CONTENT_MEMBERS = frozenset({"contentType", "citations", "language", "translatio
 sent (:attr:`ConferMetadata.malformed`)."""
 
 ChangeKind = Literal["edit", "delete"]
+
+MembershipEvent = Literal["create", "join", "leave", "kick", "role", "rename", "archive"]
+"""What a membership event (or a replica's request to the home) does to a group."""
+
+GROUP_ACTION_REFUSED = -32060
+"""JSON-RPC error code (JSON-RPC 2.0 §5.1: -32000 to -32099 are the server's own) of a home
+instance refusing a replica member's membership request; its ``ErrorInfo.metadata.code`` is
+the problem code a local client would have got (``not_conversation_admin`` …)."""
 
 
 class ConferFile(BaseModel):
@@ -104,7 +115,9 @@ class ConferConversation(BaseModel):
     owns its name and member list; ``id`` is the home's conversation id and is also the
     message's ``contextId``. ``members`` are the DIDs of every member (users and agents, on
     any instance). Every other instance with members keeps a replica keyed by
-    ``(home, id)``. A message without this member is never stored in a group, and a message
+    ``(home, id)``. A membership event from the home adds ``roles`` (member DID → role; a
+    member not named is a ``member``) and ``archived``; a message's claim leaves them out.
+    A message without this member is never stored in a group, and a message
     with it never in a direct conversation.
     """
 
@@ -114,6 +127,34 @@ class ConferConversation(BaseModel):
     home: StrictStr
     name: StrictStr | None = None
     members: list[StrictStr] = []
+    roles: dict[StrictStr, Literal["admin", "member", "observer"]] | None = None
+    archived: StrictBool | None = None
+
+
+class ConferMembership(BaseModel):
+    """``confer.membership``: a membership change of a group.
+
+    From the group's home instance (signed by the instance DID itself) it is an event that
+    already happened: ``confer.conversation`` then carries the group's whole state after it
+    (name, members, roles, archived), which the replica takes. From a replica member (signed
+    by that member) to the home it is a request: the home applies its local rules and answers
+    with the new state, or refuses with :data:`GROUP_ACTION_REFUSED`.
+
+    - ``event``: :data:`MembershipEvent` (``rename`` and ``archive`` change the group itself;
+      ``leave`` is the sender leaving; ``kick`` removes ``member``; ``role`` gives ``member``
+      the ``role``; ``join`` adds ``member`` with ``role``).
+    - ``member``: the DID the change is about; ``role``: ``admin | member | observer``.
+    - ``name`` / ``archived``: a ``rename`` / ``archive`` request's new name / archived flag.
+    - ``by``: on an event, the DID of the member who made the change.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    event: MembershipEvent
+    member: StrictStr | None = None
+    role: Literal["admin", "member", "observer"] | None = None
+    name: StrictStr | None = Field(default=None, max_length=255)
+    archived: StrictBool | None = None
+    by: StrictStr | None = None
 
 
 class ConferMetadata(BaseModel):
@@ -122,6 +163,8 @@ class ConferMetadata(BaseModel):
     - ``sender`` / ``senderName``: the sending user's or agent's DID and display name (a signed
       message may only claim the DID that signed it).
     - ``recipient``: the local DID addressed (routes a call to the shared ``/a2a`` endpoint).
+    - ``recipients``: on a group message sent once to an instance, every member of that
+      instance it is for (``recipient`` is the first of them).
     - ``createdAt``: when the sender stored the message (ISO 8601, as the sender wrote it).
     - ``inReplyTo``: the replied message, by the receiver's id or by the id the receiver
       gave it when it sent it.
@@ -141,6 +184,9 @@ class ConferMetadata(BaseModel):
     - ``conversation``: the group the message belongs to (:class:`ConferConversation`);
       absent on a direct message.
     - ``file``: on a ``file`` message, the declared size and SHA-256 (:class:`ConferFile`).
+    - ``membership``: a group membership event or request (:class:`ConferMembership`).
+    - ``typing`` / ``presence``: an ephemeral signal — the sender is typing, or came
+      ``online`` / went ``offline``; nothing is stored.
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -148,6 +194,7 @@ class ConferMetadata(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     sender: StrictStr | None = None
     recipient: StrictStr | None = None
+    recipients: list[StrictStr] | None = Field(default=None, max_length=1024)
     createdAt: StrictStr | None = None
     senderName: StrictStr | None = None
     inReplyTo: StrictStr | None = None
@@ -165,6 +212,9 @@ class ConferMetadata(BaseModel):
     via: StrictStr | None = None
     conversation: ConferConversation | None = None
     file: ConferFile | None = None
+    membership: ConferMembership | None = None
+    typing: StrictBool | None = None
+    presence: StrictStr | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)
@@ -213,6 +263,48 @@ class ConferMetadata(BaseModel):
     def metadata(self) -> dict[str, Any]:
         """``{"confer": {…}}`` with the members that are set, ready for ``metadata``."""
         return {CONFER_KEY: self.model_dump(exclude_none=True)}
+
+
+class GroupActionRefusedError(JSONRPCError):
+    """The home instance refused a replica member's membership request (JSON-RPC error
+    :data:`GROUP_ACTION_REFUSED`); ``problem`` is the problem code a local client would have
+    got, carried in ``ErrorInfo.metadata.code``."""
+
+    code, reason = GROUP_ACTION_REFUSED, "GROUP_ACTION_REFUSED"
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+    def to_json(self) -> dict[str, Any]:
+        """The error object, its ``ErrorInfo`` with ``metadata.code``."""
+        body = super().to_json()
+        body["data"][0]["metadata"] = {"code": self.problem}
+        return body
+
+
+def refused_problem(error: Mapping[str, Any]) -> str | None:
+    """The problem code of a JSON-RPC ``error`` object that is a :class:`GroupActionRefusedError`,
+    else None (another error, or a malformed one)."""
+    if error.get("code") != GROUP_ACTION_REFUSED or not isinstance(error.get("data"), list):
+        return None
+    for info in error["data"]:
+        meta = info.get("metadata") if isinstance(info, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("code"), str):
+            return str(meta["code"])[:64]
+    return None
+
+
+CONTROL_MEDIA_TYPE = "application/vnd.confer.control+json"
+"""``mediaType`` of the only part of a message that carries no content — a membership event
+or request, a typing or presence signal: a data part, so that a receiver that does not know
+the Confer member it rides on refuses it (a plain message needs a text part) instead of
+storing it as text."""
+
+
+def control_parts(what: str) -> list[dict[str, Any]]:
+    """The ``parts`` of a message that carries no content (:data:`CONTROL_MEDIA_TYPE`)."""
+    return [{"data": {"confer": what}, "mediaType": CONTROL_MEDIA_TYPE}]
 
 
 def message_parts(

@@ -152,3 +152,19 @@ def _pinned(request: httpx.Request, address: str) -> httpx.Request:
         content=request.content,
         extensions=extensions,
     )
+
+
+async def read_capped(response: httpx.Response, max_bytes: int) -> bytes | None:
+    """The streamed ``response``'s body, or None as soon as it is known to exceed
+    ``max_bytes`` (by ``Content-Length`` or while reading; the rest is never read)."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_raw():  # identity was asked: no decompression
+        size += len(chunk)
+        if size > max_bytes:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

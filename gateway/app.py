@@ -65,6 +65,7 @@ from gateway.services.accounts import Accounts
 from gateway.services.consent import Deciding
 from gateway.services.context import build_context_services
 from gateway.services.encryption import Keyring
+from gateway.services.group_home import HomeLink
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
@@ -74,6 +75,7 @@ from gateway.services.oauth_clients import ClientDirectory
 from gateway.services.password_reset import PasswordResets
 from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.services.push import WebPushSender, load_vapid_key, vapid_subject
+from gateway.services.signals import Signals
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
@@ -215,6 +217,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ttl=settings.push_ttl_seconds,
                 timeout=settings.outbound_timeout_seconds,
             )
+            app.state.confer.signals = Signals(http, policy, identity)
+            app.state.confer.home_link = HomeLink(
+                http, policy, identity, app.state.confer.peers, settings.outbound_timeout_seconds
+            )
             collector = InstanceCollector(pool, lambda: hub.device_count if hub else 0)
             app.state.confer.metrics = collector
             app.state.confer.metrics_registry = build_registry(collector)
@@ -289,6 +295,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 await agent_queue.close()
             if hub is not None:
                 await hub.close()
+            signals = getattr(app.state, "confer", None) and app.state.confer.signals
+            if signals is not None:  # at most a few, each bounded by its short deadline
+                await signals.drain()
             await http.aclose()
             await storage.close()
             await pool.close()

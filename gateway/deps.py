@@ -9,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gateway.errors import AuthenticationError
 from gateway.services.accounts import Authenticated
+from gateway.services.participants import GroupDeps
 from gateway.state import AppState
 
 _bearer = HTTPBearer(auto_error=False, description="An access token from /v1/auth/login.")
@@ -27,6 +28,18 @@ def get_ws_state(websocket: WebSocket) -> AppState:
 
 
 State = Annotated[AppState, Depends(get_state)]
+
+
+def group_deps(state: AppState) -> GroupDeps:
+    """What group changes use (:class:`gateway.services.participants.GroupDeps`)."""
+    return GroupDeps(
+        state.pool,
+        state.hub,
+        state.identity,
+        state.peers,
+        state.home_link,
+        state.settings.max_group_members,
+    )
 
 
 async def get_current(

@@ -214,6 +214,13 @@ class ObserverCannotPostError(ForbiddenError):
     code, title = "observer_cannot_post", "Observers read but cannot post"
 
 
+class AgentPolicyDeniedError(ForbiddenError):
+    """The agent's policy (or its owner's contact rules) refuses this user, as it would a
+    peer: nothing is stored."""
+
+    code, title = "agent_policy_denied", "The agent's policy refuses this request"
+
+
 class ConversationArchivedError(ConflictError):
     code, title = "conversation_archived", "The conversation is archived (read-only)"
 
@@ -228,6 +235,10 @@ class AlreadyParticipantError(ConflictError):
 
 class LastAdminError(ConflictError):
     code, title = "last_admin", "A group keeps at least one admin"
+
+
+class PeerNotFoundError(NotFoundError):
+    code, title = "peer_not_found", "No such peer"
 
 
 class ParticipantNotFoundError(NotFoundError):
@@ -492,6 +503,13 @@ class NothingToTranslateError(ConferError):
 
 class NotGroupMemberError(ForbiddenError):
     code, title = "not_group_member", "The sender is not a member of that group"
+
+
+class GroupHomeUnreachableError(ConferError):
+    """A change of a group homed on another instance is made there; that instance could not
+    be reached, or gave an answer that is neither a result nor a refusal. Nothing changed."""
+
+    code, title = "group_home_unreachable", "The group's home instance could not be reached"
 
 
 class PublicURLChangedError(ConferError):

@@ -67,6 +67,7 @@ ERROR_MAPPING: dict[type[e.ConferError], Wire] = {
     e.ServiceUnavailableError: Wire(503, WS_CLOSE_INTERNAL_ERROR),
     e.DatabaseBusyError: Wire(503, WS_CLOSE_TRY_AGAIN_LATER),
     e.TranslationFailedError: Wire(502, WS_CLOSE_INTERNAL_ERROR),
+    e.GroupHomeUnreachableError: Wire(502, WS_CLOSE_INTERNAL_ERROR),
     e.NothingToTranslateError: Wire(422),
     e.OAuthError: Wire(400),
 }

@@ -16,6 +16,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.context import ContextServices
 from gateway.services.encryption import Keyring
+from gateway.services.group_home import HomeLink
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.mail import Mailer
@@ -23,6 +24,7 @@ from gateway.services.oauth import AuthorizationServer
 from gateway.services.password_reset import PasswordResets
 from gateway.services.peers import PeerDirectory
 from gateway.services.push import VapidKey
+from gateway.services.signals import Signals
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.storage import AttachmentStorage
@@ -56,3 +58,7 @@ class AppState:
     vapid: VapidKey | None = None
     mailer: Mailer | None = None
     password_resets: PasswordResets | None = None
+    home_link: HomeLink | None = None
+    """How a replica asks a group's home instance for a change (built in the lifespan)."""
+    signals: Signals | None = None
+    """Typing and presence for peers, sent at once and dropped on failure."""

@@ -188,13 +188,14 @@ class OutboxEntryPublic(ConferModel):
 
     The fields of :class:`models.federation_api.DeliveryPublic`, plus ``endpoint`` (the URL
     it is POSTed to), ``leased_until`` (a worker holds it until then) and ``original`` (False
-    for an edit, delete or decision notice that names ``message_id``).
+    for an edit, delete or decision notice that names ``message_id``). ``message_id`` is None
+    for a group's membership event, which is no message.
     """
 
     model_config = ConfigDict(json_schema_extra={"examples": [_OUTBOX_ENTRY]})
 
     id: Ulid
-    message_id: Ulid
+    message_id: Ulid | None
     destination: str
     peer_did: str
     endpoint: str
@@ -219,6 +220,25 @@ class OutboxPage(ConferModel):
 
     items: list[OutboxEntryPublic]
     next_before: Ulid | None = None
+
+
+class PeerRefetch(ConferModel):
+    """``POST /v1/admin/federation/peers/refetch``: the DID of a known peer."""
+
+    did: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^did:web:")]
+
+
+class PeerRefetched(ConferModel):
+    """A peer's DID document as just fetched again: its ``endpoint``, the ``key_ids`` of its
+    authentication keys, its ``etag`` and when it was fetched (``not_modified``: the peer
+    answered 304, the document is unchanged)."""
+
+    did: str
+    endpoint: str
+    key_ids: list[str]
+    etag: str | None = None
+    fetched_at: Timestamp
+    not_modified: bool
 
 
 class DestinationPublic(ConferModel):

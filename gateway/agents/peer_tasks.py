@@ -134,7 +134,8 @@ async def _complete_held(conn: asyncpg.Connection, row: TaskRow, clock: Clock) -
     done = await a2a_store.update_task_state(
         conn,
         id=row.id,
-        state="TASK_STATE_COMPLETED",
+        # an API-key caller's result is the agent's answer, which completes the task
+        state="TASK_STATE_WORKING" if row.caller.startswith("key:") else "TASK_STATE_COMPLETED",
         status_message=status,
         now=clock.now(),
         from_states=("TASK_STATE_AUTH_REQUIRED",),

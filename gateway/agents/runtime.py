@@ -11,27 +11,31 @@ failure stores a ``system_notice`` message instead and marks the task failed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
 import asyncpg
 
+from a2a.protocol import agent_text_message
 from gateway.agents.context import Assembly, assemble, split_history
 from gateway.agents.offline import OfflineProvider, best_source
 from gateway.agents.providers import ChatCall, ProviderError, Source
 from gateway.agents.registry import ProviderRegistry
 from gateway.agents.tokens import estimate_tokens
 from gateway.clock import Clock
-from gateway.db import transaction
+from gateway.db import Transaction, transaction
 from gateway.errors import ConversationNotFoundError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.services.outbound import Post, queue_for_peers
+from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.store import agent_context as context_store
 from gateway.store import agent_tasks as tasks_store
 from gateway.store import conversations as conv_store
 from gateway.store import messages as messages_store
+from gateway.store import tasks as a2a_store
 from gateway.store import users as users_store
 from models import Agent, ModelChoice, User
 from models.context import AssembledContext, ChatTurn
@@ -66,6 +70,7 @@ class AgentRuntime:
         self._clock = clock
         self._settings = settings
         self._registry = registry
+        self._task_events = TaskEvents(hub.bus)
 
     async def _assemble(
         self,
@@ -273,7 +278,36 @@ class AgentRuntime:
             assert message is not None
             if sender_type == "own_agent":  # answers reach the conversation's peers too
                 await queue_for_peers(conn, Post(message, sender_name=agent.name))
+            await self._answer_key_callers(tx, task["trigger_message_id"], message_id, text, status)
             await self._hub.append(tx, members, MESSAGE_CREATED, message.model_dump(mode="json"))
+
+    async def _answer_key_callers(
+        self, tx: Transaction, trigger: str | None, answer_id: str, text: str, status: str
+    ) -> None:
+        """The answer is the result of the API-key callers' tasks waiting for it (A2A §3.1:
+        the task's final status message): ``COMPLETED``, or ``FAILED`` with the notice when
+        the agent could not answer; each update reaches their streams after commit."""
+        if trigger is None:
+            return
+        state = "TASK_STATE_COMPLETED" if status == "done" else "TASK_STATE_FAILED"
+        for row in await a2a_store.list_answer_waiting(tx.conn, message_id=trigger):
+            status_message = agent_text_message(
+                text,
+                message_id=answer_id,
+                context_id=row.context_id,
+                task_id=row.id,
+                data={"status": "answered", "messageId": answer_id},
+            )
+            updated = await a2a_store.update_task_state(
+                tx.conn,
+                id=row.id,
+                state=state,
+                status_message=status_message,
+                now=self._clock.now(),
+                from_states=("TASK_STATE_WORKING",),
+            )
+            if updated is not None:
+                tx.call_after(functools.partial(self._task_events.publish, updated))
 
     async def compact_if_needed(self, conversation_id: str, agent: Agent, owner: User) -> bool:
         """Summarise the oldest history when it exceeds the history budget; True if it did.

@@ -28,6 +28,8 @@ from models.admin_api import (
     DisableCreate,
     InstanceStats,
     OutboxPage,
+    PeerRefetch,
+    PeerRefetched,
 )
 from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 from models.notification_api import AdminPasswordReset, AdminPasswordSet
@@ -212,6 +214,21 @@ async def list_destinations(
 ) -> DestinationList:
     """Peer instances the outbox delivers to: failures, parked state, pending count."""
     return await admin.list_destinations(state.pool, parked=parked)
+
+
+@router.post(
+    "/federation/peers/refetch",
+    summary="Refetch a peer's DID document",
+    responses=problems(404, 422),
+)
+async def refetch_peer(
+    data: PeerRefetch, current: Admin, request: Request, state: State
+) -> PeerRefetched:
+    """Fetch the known peer's DID document again now (a rotated key or moved endpoint is taken
+    at once); the DID goes in the body, since DIDs hold ``:`` and ``%``."""
+    return await admin.refetch_peer(
+        state.pool, state.peers, admin_id=current.user.id, did=data.did, ip=client_ip(request)
+    )
 
 
 @router.post(

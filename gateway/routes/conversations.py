@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from gateway.deps import Current, State
+from gateway.deps import Current, State, group_deps
 from gateway.errors import ValidationFailedError
 from gateway.ids import is_ulid
 from gateway.routes import problems
@@ -38,15 +38,7 @@ async def create_conversation(
 ) -> ConversationPublic:
     """Find or create the direct conversation with a local or remote DID, or create a group."""
     if data.type == "group":
-        return await participants.create_group(
-            state.pool,
-            state.hub,
-            state.identity,
-            state.peers,
-            current.user,
-            data,
-            max_members=state.settings.max_group_members,
-        )
+        return await participants.create_group(group_deps(state), current.user, data)
     conversation, created = await service.create_direct_conversation(
         state.pool, state.identity, state.peers, current.user, data
     )

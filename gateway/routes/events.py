@@ -162,12 +162,17 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
 
     async def on_frame(frame: dict[str, Any]) -> bool:
         return await handle_client_frame(
-            state.pool, state.hub, settings.typing_interval_seconds, auth.user, frame
+            state.pool,
+            state.hub,
+            settings.typing_interval_seconds,
+            auth.user,
+            frame,
+            state.signals,
         )
 
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
     device = new_id()
-    await presence.device_connected(state.pool, state.hub, auth.user, device)
+    await presence.device_connected(state.pool, state.hub, auth.user, device, state.signals)
     # the owner is back: held peer requests complete and the agent answers them
     await release_waiting(
         state.pool, state.clock, state.agent_queue, auth.user.id, state.task_events
@@ -185,7 +190,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         for task in (running, watchdog):
             task.cancel()
         await asyncio.gather(running, watchdog, return_exceptions=True)
-        await presence.device_disconnected(state.pool, state.hub, auth.user, device)
+        await presence.device_disconnected(state.pool, state.hub, auth.user, device, state.signals)
 
 
 async def _watch_session(

@@ -96,6 +96,8 @@ def _context(
         max_message_chars=state.settings.max_message_chars,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
         peers=state.peers,
+        max_group_members=state.settings.max_group_members,
+        typing_interval_seconds=state.settings.typing_interval_seconds,
     )
 
 

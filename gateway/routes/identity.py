@@ -37,9 +37,12 @@ def _document(doc: dict[str, Any], request: Request | None = None) -> Response:
 
 @router.get("/.well-known/did.json", summary="The instance DID document")
 async def instance_did_document(request: Request, state: State) -> Response:
-    """The instance's DID document: its federation keys (Multikey, Ed25519)."""
+    """The instance's DID document: its federation keys (Multikey, Ed25519) and its own A2A
+    endpoint (``/a2a``), so the instance itself is a peer that signs — a group's home
+    instance signs the group's membership events and relays as itself."""
     identity = state.identity
-    return _document(identity.did_document(identity.did, endpoint=None), request)
+    endpoint = f"{identity.public_url}/a2a"
+    return _document(identity.did_document(identity.did, endpoint=endpoint), request)
 
 
 @router.get("/users/{username}/did.json", summary="A user's DID document", responses=problems(404))

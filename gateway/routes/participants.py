@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from gateway.deps import Current, State
+from gateway.deps import Current, State, group_deps
 from gateway.routes.conversations import _ERRORS, checked_id
 from gateway.services import participants as service
 from models.api import (
@@ -28,7 +28,7 @@ async def update_conversation(
 ) -> ConversationPublic:
     """Change the name and/or archive (read-only) or unarchive the conversation."""
     return await service.update_conversation(
-        state.pool, state.hub, current.user, checked_id(conversation_id), data
+        group_deps(state), current.user, checked_id(conversation_id), data
     )
 
 
@@ -43,14 +43,7 @@ async def add_participant(
 ) -> ConversationPublic:
     """Add a local user, a local agent or a peer agent (by DID) with a role."""
     return await service.add_participant(
-        state.pool,
-        state.hub,
-        state.identity,
-        state.peers,
-        current.user,
-        checked_id(conversation_id),
-        data,
-        max_members=state.settings.max_group_members,
+        group_deps(state), current.user, checked_id(conversation_id), data
     )
 
 
@@ -69,8 +62,7 @@ async def update_participant(
 ) -> Response:
     """Make a participant a member, an admin or an observer."""
     await service.update_participant_role(
-        state.pool,
-        state.hub,
+        group_deps(state),
         current.user,
         checked_id(conversation_id),
         checked_id(participant_id),
@@ -90,7 +82,7 @@ async def remove_participant(
 ) -> Response:
     """Remove a participant; they stop seeing the conversation."""
     await service.remove_participant(
-        state.pool, state.hub, current.user, checked_id(conversation_id), checked_id(participant_id)
+        group_deps(state), current.user, checked_id(conversation_id), checked_id(participant_id)
     )
     return Response(status_code=204)
 
@@ -103,9 +95,7 @@ async def remove_participant(
 )
 async def leave(conversation_id: str, current: Current, state: State) -> Response:
     """The caller leaves; the conversation then answers them 404."""
-    await service.leave_conversation(
-        state.pool, state.hub, current.user, checked_id(conversation_id)
-    )
+    await service.leave_conversation(group_deps(state), current.user, checked_id(conversation_id))
     return Response(status_code=204)
 
 

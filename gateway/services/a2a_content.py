@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import asyncpg
 from pydantic import ValidationError
 
 from a2a.confer import (
@@ -45,7 +46,9 @@ from a2a.protocol import ContentTypeNotSupportedError, InvalidParamsError, JSONR
 from did.errors import DIDError
 from did.web import did_to_url, instance_did
 from gateway.errors import ValidationFailedError
+from gateway.ids import new_id
 from gateway.services.content import validate_message
+from gateway.store import attachments as attachments_store
 from models import AttachmentRow
 from models import Message as StoredMessage
 from models.api import MessageCreate
@@ -99,6 +102,56 @@ def received_file(message: Message, sender_did: str) -> IncomingFile | None:
     if confer.file is None:
         raise InvalidParamsError("Invalid params: a file part needs message.metadata.confer.file")
     return IncomingFile(url, media_type, filename, confer.file.sizeBytes, confer.file.sha256)
+
+
+def held_file(history_message: dict[str, Any], sender_did: str) -> IncomingFile | None:
+    """:func:`received_file` of a request held for consent (its task's ``history[0]``, checked
+    when it arrived); None when it has no usable file part (or its history was erased)."""
+    try:
+        return received_file(Message.model_validate(history_message), sender_did)
+    except (ValidationError, JSONRPCError):
+        return None
+
+
+def with_attachment(
+    fields: dict[str, Any], file: IncomingFile | None
+) -> tuple[dict[str, Any], str | None]:
+    """``fields`` (of :func:`stored_fields`) whose ``content_json.attachment_id`` names a new
+    attachment of ours for ``file``, and that attachment's id; unchanged and None without a
+    file (or a ``content_json`` that is no object)."""
+    content_json = fields.get("content_json")
+    if file is None or not isinstance(content_json, dict):
+        return fields, None
+    attachment_id = new_id()
+    return {**fields, "content_json": {**content_json, "attachment_id": attachment_id}}, (
+        attachment_id
+    )
+
+
+async def record_received_file(
+    conn: asyncpg.Connection,
+    *,
+    attachment_id: str,
+    message: StoredMessage,
+    user_id: str,
+    file: IncomingFile,
+    origin_did: str,
+) -> None:
+    """Record our pending copy of a peer's ``file`` for the stored ``message`` (owned by
+    ``user_id``); the fetch worker brings the bytes (:mod:`gateway.workers.attachment_fetch`)."""
+    content_json = message.content_json if isinstance(message.content_json, dict) else {}
+    await attachments_store.insert_received_attachment(
+        conn,
+        id=attachment_id,
+        message_id=message.id,
+        user_id=user_id,
+        filename=str(content_json.get("filename") or file.filename or "file"),
+        content_type=(file.media_type or "application/octet-stream")[:128],
+        size_bytes=file.size_bytes,
+        sha256=file.sha256,
+        source_url=file.url,
+        origin_did=origin_did,
+    )
 
 
 def outbound_parts(message: StoredMessage) -> list[dict[str, Any]]:

@@ -11,6 +11,8 @@ recipient (before any method runs), here for a recipient a ``/a2a`` message name
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,12 +20,13 @@ from typing import Any, TypeVar
 import asyncpg
 from pydantic import BaseModel, ValidationError
 
-from a2a.confer import ConferMetadata
+from a2a.confer import ConferMetadata, read_parts
 from a2a.protocol import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     GetTaskParams,
     InvalidParamsError,
+    JSONRPCError,
     ListTasksParams,
     MethodNotFoundError,
     PushNotificationNotSupportedError,
@@ -32,15 +35,29 @@ from a2a.protocol import (
     UnsupportedOperationError,
     message_text,
 )
+from did.errors import DIDError
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
-from gateway.errors import RecipientNotFoundError, ValidationFailedError
+from gateway.errors import (
+    ConferError,
+    NotGroupMemberError,
+    RecipientNotFoundError,
+    ValidationFailedError,
+)
 from gateway.realtime.hub import EventHub
-from gateway.services import federated_changes, federated_receipts, federation, groups
+from gateway.services import (
+    federated_changes,
+    federated_receipts,
+    federation,
+    group_events,
+    groups,
+    signals,
+)
 from gateway.services import tasks as tasks_service
-from gateway.services.callers import A2ACaller
+from gateway.services.callers import A2ACaller, VerifiedPeer
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
+from gateway.services.participants import GroupDeps
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.storage import AttachmentStorage
@@ -58,7 +75,9 @@ class RpcContext:
     ``max_message_chars`` bounds a message's text; a consent request expires
     ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
     peer's delete removes them). ``peers`` resolves the remote members a group message names
-    (None: only members already known join a replica).
+    (None: only members already known join a replica); ``max_group_members`` bounds a group
+    a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``); a peer's typing in one
+    conversation reaches its users at most once per ``typing_interval_seconds``.
     """
 
     caller: A2ACaller
@@ -74,6 +93,8 @@ class RpcContext:
     max_message_chars: int
     permission_ttl_seconds: float
     peers: PeerDirectory | None = None
+    max_group_members: int = 256
+    typing_interval_seconds: float = 3.0
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -123,17 +144,61 @@ async def _check_task_reference(ctx: RpcContext, params: SendMessageParams) -> N
         await tasks_service.get_task(ctx.pool, ctx.caller.ref, params.message.taskId)
 
 
+async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
+    """The caller, or for a group post its home relays (:func:`federation.relayed_author`)
+    the author as the verified peer the message is stored from (the home's signature
+    verified; the home's caller ref keeps the task). Raises InvalidParamsError when the
+    author's DID cannot be resolved, NotGroupMemberError when it is one of ours."""
+    author = federation.relayed_author(ctx.caller, params)
+    if author is None or ctx.caller.peer is None or ctx.peers is None:
+        return ctx.caller
+    if ctx.identity.local_subject(author) is not None or author.startswith(ctx.identity.did):
+        # no other instance speaks for our own users, whatever group it claims
+        raise NotGroupMemberError(f"{ctx.caller.peer.peer.did} may not relay as {author}")
+    try:
+        row = await ctx.peers.resolve(author)
+    except DIDError as exc:
+        raise InvalidParamsError(f"Invalid params: the relayed author: {exc.detail}") from exc
+    verified = VerifiedPeer(peer=row, keyid=ctx.caller.peer.keyid, body=ctx.caller.body)
+    return A2ACaller(ref=ctx.caller.ref, body=ctx.caller.body, peer=verified)
+
+
 async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bool]:
-    """Store a new message (or return the first answer to a retried one)."""
-    await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    """Store a new message (or return the first answer to a retried one).
+
+    A group message sent once to this instance (``/a2a``) names every local member it is for
+    in ``metadata.confer.recipients``: the group stores it once and each of them receives it
+    (a member the group no longer has, or who blocks the author, is skipped)."""
+    caller = await _author(ctx, params)
+    await federation.check_sender(caller, params, pool=ctx.pool, ip=ctx.ip)
     await _check_task_reference(ctx, params)
     recipient = await _recipient(ctx, params)
-    claim = ConferMetadata.of(params.message.metadata).conversation
-    if claim is not None and ctx.peers is not None and ctx.caller.peer is not None:
-        if ctx.caller.peer.peer.did.startswith(claim.home + ":"):  # the home's member list
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if claim is not None and ctx.peers is not None and caller.peer is not None:
+        if ctx.caller.peer is not None and ctx.caller.peer.peer.did.startswith(claim.home + ":"):
             await groups.resolve_members(ctx.pool, ctx.peers, claim, ctx.identity.did)
+    first = await _receive(ctx, caller, recipient, params)
+    if ctx.recipient is not None or claim is None or not confer.recipients:
+        return first
+    for did in dict.fromkeys(confer.recipients):
+        if did == recipient.did:
+            continue
+        try:
+            async with ctx.pool.acquire() as conn:
+                other = await federation.recipient_for_did(conn, ctx.identity, did)
+                await federation.admit(conn, caller, other)
+            await _receive(ctx, caller, other, params)
+        except (ConferError, JSONRPCError):
+            continue  # this member is gone or refuses; the others still receive it
+    return first
+
+
+async def _receive(
+    ctx: RpcContext, caller: A2ACaller, recipient: Recipient, params: SendMessageParams
+) -> tuple[TaskRow, bool]:
     return await federation.receive_message(
-        ctx.caller,
+        caller,
         recipient,
         params,
         ctx.ip,
@@ -148,10 +213,27 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
-    a peer's edit or delete of an earlier message, or its read receipt →
-    ``{"message": Message}``."""
+    a peer's edit or delete of an earlier message, its read receipt, or a group membership
+    event or request (:mod:`gateway.services.group_events`) → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
     confer = ConferMetadata.of(params.message.metadata)
+    if confer.typing or confer.presence is not None:
+        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        return await signals.receive(
+            ctx.pool,
+            ctx.hub,
+            ctx.identity,
+            ctx.caller,
+            ctx.recipient,
+            params,
+            ctx.typing_interval_seconds,
+        )
+    if confer.membership is not None or "membership" in confer.malformed:
+        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        if "membership" in confer.malformed or ctx.peers is None:
+            raise InvalidParamsError("Invalid params: message.metadata.confer.membership")
+        deps = GroupDeps(ctx.pool, ctx.hub, ctx.identity, ctx.peers, None, ctx.max_group_members)
+        return await group_events.receive(deps, ctx.caller, params, ctx.ip)
     if confer.read is not None or "read" in confer.malformed:
         await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
         recipient = await _recipient(ctx, params)
@@ -161,13 +243,22 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     change = confer.change()
     if change is None:
         task, _ = await _send(ctx, params)
+        if task.state == "TASK_STATE_WORKING" and not _returns_immediately(params):
+            task = await _settled(ctx, task)
         return {"task": task_json(task)}
-    text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
-    await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+    text, content_json = "", None
+    if change[0] == "edit":  # the new text and, for structured content, its data part
+        text, content_json = read_parts(params.message.parts)
+        if content_json is None:
+            text = message_text(params.message, ctx.max_message_chars)
+        elif len(text) > ctx.max_message_chars:
+            raise InvalidParamsError(f"the text exceeds {ctx.max_message_chars} characters")
+    caller = await _author(ctx, params)  # a group's home relays its members' changes too
+    await federation.check_sender(caller, params, pool=ctx.pool, ip=ctx.ip)
     await _check_task_reference(ctx, params)
     recipient = await _recipient(ctx, params)
     return await federated_changes.apply_change(
-        ctx.caller,
+        caller,
         recipient,
         params,
         text,
@@ -176,7 +267,29 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         clock=ctx.clock,
         task_events=ctx.task_events,
         storage=ctx.storage,
+        content_json=content_json,
     )
+
+
+ANSWER_WAIT_SECONDS = 120.0
+"""How long a blocking ``SendMessage`` waits for the agent's answer before it returns the task
+still working (the caller then polls ``GetTask`` or subscribes)."""
+
+
+def _returns_immediately(params: SendMessageParams) -> bool:
+    """``configuration.returnImmediately`` (A2A 1.0 §3.2.2; the default is to block until the
+    task is terminal or interrupted)."""
+    return (params.configuration or {}).get("returnImmediately") is True
+
+
+async def _settled(ctx: RpcContext, row: TaskRow) -> TaskRow:
+    """The task once it is terminal or interrupted, or as it is after
+    :data:`ANSWER_WAIT_SECONDS`."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(ANSWER_WAIT_SECONDS):
+            async for _ in _follow(ctx, row, stop_on_interrupt=True):
+                pass
+    return await tasks_service.get_task(ctx.pool, ctx.caller.ref, row.id)
 
 
 async def get_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:

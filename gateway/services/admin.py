@@ -10,13 +10,21 @@ from datetime import datetime
 
 import asyncpg
 
+from did.errors import DIDError
 from gateway.clock import Clock
-from gateway.errors import ConflictError, DestinationNotFoundError, UserNotFoundError
+from gateway.errors import (
+    ConflictError,
+    DestinationNotFoundError,
+    PeerNotFoundError,
+    UserNotFoundError,
+)
 from gateway.services.deliveries import delivery_public
+from gateway.services.peers import PeerDirectory
 from gateway.store import accounts as accounts_store
 from gateway.store import admin as admin_store
 from gateway.store import audit as audit_store
 from gateway.store import federation as federation_store
+from gateway.store import peers as peers_store
 from gateway.store import sessions as sessions_store
 from models.admin_api import (
     AdminSessionList,
@@ -30,6 +38,7 @@ from models.admin_api import (
     InstanceStats,
     OutboxEntryPublic,
     OutboxPage,
+    PeerRefetched,
 )
 
 
@@ -175,6 +184,47 @@ async def list_destinations(pool: asyncpg.Pool, *, parked: bool | None) -> Desti
     async with pool.acquire() as conn:
         rows = await federation_store.list_destinations(conn, parked=parked)
     return DestinationList(items=[DestinationPublic.model_validate(dict(r)) for r in rows])
+
+
+async def refetch_peer(
+    pool: asyncpg.Pool, peers: PeerDirectory, *, admin_id: str, did: str, ip: str | None
+) -> PeerRefetched:
+    """ "Refetch this peer's DID document": fetch it again now (revalidated with its ETag; a
+    rotated key or a moved endpoint is taken at once), audited as ``admin.peer_refetch``.
+
+    Raises PeerNotFoundError (404) for a DID no peer has; the ``did`` library's errors
+    (unreachable, invalid document: 422 problems) when the fetch fails, after the
+    audit row.
+    """
+    async with pool.acquire() as conn:
+        known = await peers_store.get_peer_by_did(conn, did=did)
+    if known is None:
+        raise PeerNotFoundError(f"no peer {did!r}")
+    outcome = "fetched"
+    try:
+        peer = await peers.resolve(did, force=True)
+    except DIDError as exc:
+        outcome = f"failed: {exc.code}"
+        raise
+    finally:
+        async with pool.acquire() as conn:
+            await audit_store.insert_audit(
+                conn,
+                action="admin.peer_refetch",
+                details={"admin_id": admin_id, "did": did, "outcome": outcome},
+                ip_address=ip,
+            )
+    keys = peer.public_key_json if isinstance(peer.public_key_json, dict) else {}
+    entries = keys.get("authentication")
+    ids = [e["id"] for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    return PeerRefetched(
+        did=peer.did,
+        endpoint=peer.endpoint,
+        key_ids=sorted(str(i) for i in ids),
+        etag=peer.etag,
+        fetched_at=peer.fetched_at,
+        not_modified=peer.etag is not None and peer.etag == known.etag,
+    )
 
 
 async def retry_destination(

@@ -291,6 +291,10 @@ async def _settle(
     messages: list[Message] = []
     delivered_id = None
     if is_allowed(permission):
+        held = task.history_json[0]
+        # a held file message's file is fetched now, like one delivered at once
+        file = a2a_content.held_file(held, peer.did)
+        fields, attachment_id = a2a_content.with_attachment(a2a_content.held_fields(held), file)
         delivered = await messages_store.insert_message(
             conn,
             id=new_id(),
@@ -298,8 +302,17 @@ async def _settle(
             sender_type="peer_agent",
             sender_id=peer.id,
             sender_did=peer.did,
-            **a2a_content.held_fields(task.history_json[0]),
+            **fields,
         )
+        if attachment_id is not None and file is not None:
+            await a2a_content.record_received_file(
+                conn,
+                attachment_id=attachment_id,
+                message=delivered,
+                user_id=permission.user_id,
+                file=file,
+                origin_did=peer.did,
+            )
         await federation_store.insert_inbox(
             conn,
             origin_did=peer.did,

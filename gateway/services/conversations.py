@@ -8,6 +8,7 @@ after commit the event is pushed to their devices.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from gateway.agents.worker import enqueue_for_message
 from gateway.db import Transaction, transaction
 from gateway.errors import (
     AgentNotReachableError,
+    AgentPolicyDeniedError,
     ConversationArchivedError,
     ConversationNotFoundError,
     GroupTooLargeError,
@@ -32,16 +34,20 @@ from gateway.errors import (
 from gateway.ids import new_id
 from gateway.realtime.ephemeral import EphemeralStore
 from gateway.realtime.hub import EventHub
+from gateway.services import policy
 from gateway.services.attachments import link_to_message
+from gateway.services.contacts import ContactSettings
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.peers import PeerDirectory
 from gateway.services.unread import unread_count
+from gateway.services.verdicts import agent_verdict
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
+from gateway.store import permissions as permissions_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import ConversationRow, Message, User
@@ -329,6 +335,48 @@ async def check_can_post(
         raise ObserverCannotPostError("observers read but cannot post")
 
 
+async def check_agent_policy(
+    pool: asyncpg.Pool, user: User, conversation_id: str, data: MessageCreate
+) -> None:
+    """Another user's agent in a direct conversation meets ``user`` with the same verdict as a
+    peer (:func:`gateway.services.verdicts.agent_verdict`: the agent's policy, the user's DID
+    as the requester, no contact, the default action ``ask``). A ``deny`` raises
+    AgentPolicyDeniedError (403) before anything is stored; the evaluation is audited
+    (``policy.evaluated``) either way. ``ask`` lets the message through: the consent hold
+    is for peers and API keys."""
+    async with pool.acquire() as conn:
+        conversation = await conv_store.get_conversation_for_user(
+            conn, conversation_id=conversation_id, user_id=user.id
+        )
+        if conversation is None or conversation.type != "direct_user_agent":
+            return
+        for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
+            if p["participant_type"] != "own_agent":
+                continue
+            agent = await users_store.get_agent(conn, id=p["agent_id"])
+            if agent is None or agent.user_id == user.id:
+                continue
+            verdict = await agent_verdict(
+                conn,
+                agent_id=agent.id,
+                owner_id=agent.user_id,
+                settings=ContactSettings(),  # a local user is no contact: trust unknown
+                requester_did=user.did,
+                action=policy.DEFAULT_ACTION,
+                text=data.content or "",
+                find_grant=functools.partial(
+                    permissions_store.find_local_grant,
+                    conn,
+                    user_id=agent.user_id,
+                    requester_id=user.id,
+                    action=policy.DEFAULT_ACTION,
+                ),
+                audit={"caller": f"user:{user.id}"},
+            )
+            if verdict.effect == "deny":
+                raise AgentPolicyDeniedError(f"{agent.did} does not accept requests from you")
+
+
 async def post_message(
     pool: asyncpg.Pool,
     hub: EventHub,
@@ -348,6 +396,7 @@ async def post_message(
     ObserverCannotPostError / ConversationArchivedError, and ValidationFailedError for a
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
+    await check_agent_policy(pool, user, conversation_id, data)
     async with transaction(pool) as tx:
         message = await store_user_message(
             tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key

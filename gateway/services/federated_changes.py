@@ -23,28 +23,34 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from pydantic import ValidationError
 
-from a2a.confer import ConferMetadata
+from a2a.confer import ConferChange, ConferConversation, ConferMetadata
 from a2a.protocol import InvalidParamsError, SendMessageParams, agent_text_message
 from gateway.clock import Clock
 from gateway.db import Transaction, transaction
+from gateway.errors import ValidationFailedError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import unread
+from gateway.services import groups, unread
 from gateway.services.attachments import discard_message_files
 from gateway.services.callers import A2ACaller
+from gateway.services.content import validate_message
+from gateway.services.outbound import Change, queue_for_peers
 from gateway.services.tasks import Recipient, TaskEvents, held_for_owner, withdraw_agent_answer
 from gateway.storage import AttachmentStorage
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federated_changes as store
 from gateway.store import federation as federation_store
+from gateway.store import groups as groups_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
 from gateway.store import tasks as tasks_store
 from gateway.store.tasks import TaskRow
 from models import Message
+from models.api import MessageCreate
 from models.base import wire_timestamp
 
 MESSAGE_EDITED = "message.edited"
@@ -76,6 +82,7 @@ async def apply_change(
     clock: Clock,
     task_events: TaskEvents,
     storage: AttachmentStorage,
+    content_json: Any = None,
 ) -> dict[str, Any]:
     """Apply a peer's edit or delete to the stored copy — or to its message still held for the
     owner's consent (an edit replaces the held text; a delete withdraws the request and erases
@@ -83,8 +90,11 @@ async def apply_change(
 
     One unit of work: the change, its ``message.edited`` / ``message.deleted`` stream events
     (``hub``) and the audit row commit together; the canceled task reaches ``task_events``
-    after commit, and a deleted copy's fetched file leaves ``storage``. Raises
-    InvalidParamsError for API-key callers (changes travel between instances only).
+    after commit, and a deleted copy's fetched file leaves ``storage``. An edit carries the
+    new ``text`` and ``content_json`` (its data part; a text-less message's edit has only
+    that), checked by the local rules for the message's content type. Raises
+    InvalidParamsError for API-key callers (changes travel between instances only) and for
+    an edit a local client could not make.
     """
     found = ConferMetadata.of(params.message.metadata).change()
     assert found is not None
@@ -99,7 +109,7 @@ async def apply_change(
         if message is not None:
             done.message_id = message.id
             if kind == "edit":
-                done.changed += await _edit(tx, hub, message, text, change.version)
+                done.changed += await _edit(tx, hub, message, text, change.version, content_json)
             else:
                 done.changed += await _delete(tx, hub, message, storage)
                 done.task = await _withdraw_held(conn, now, message.id) or done.task
@@ -108,6 +118,9 @@ async def apply_change(
             await _change_held(
                 tx, hub, storage, now, caller, recipient, kind, remote_id, text, done
             )
+        if done.changed and message is not None:
+            edited = (text, content_json) if kind == "edit" else None
+            await _relay(conn, recipient, message, edited, change)
         await _audit(conn, caller, kind, change.messageId, done)
         if done.task is not None:
             tx.call_after(functools.partial(task_events.publish, done.task))
@@ -120,6 +133,33 @@ async def apply_change(
         data={"applied": done.applied, "messageId": change.messageId},
     )
     return {"message": reply}
+
+
+async def _relay(
+    conn: asyncpg.Connection,
+    recipient: Recipient,
+    message: Message,
+    edited: tuple[str, Any] | None,
+    change: ConferChange,
+) -> None:
+    """A remote member changed its post in a group homed here: the home relays the change to
+    the instances it relayed the post to (:mod:`gateway.services.outbound`, ``Change``)."""
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=message.conversation_id)
+    if kind is None or kind[0] != "group" or message.sender_did is None:
+        return
+    if await groups_store.get_replica(conn, conversation_id=message.conversation_id):
+        return
+    home = groups.instance_did(recipient.did)
+    group = ConferConversation(id=message.conversation_id, home=home)
+    conversation_id = message.conversation_id
+    if edited is None:
+        relayed = Change(message.id, conversation_id, author=message.sender_did, group=group)
+    else:
+        text, data = edited
+        relayed = Change(
+            message.id, conversation_id, change.version, text, message.sender_did, group, data
+        )
+    await queue_for_peers(conn, relayed)
 
 
 async def _audit(
@@ -252,12 +292,31 @@ async def _local_users(conn: asyncpg.Connection, conversation_id: str) -> list[s
     return [r["user_id"] for r in rows if r["user_id"]]
 
 
-async def _edit(tx: Transaction, hub: EventHub, message: Message, text: str, version: Any) -> int:
-    """Store the new version and announce it; 1 if it changed the copy, else 0."""
+async def _edit(
+    tx: Transaction,
+    hub: EventHub,
+    message: Message,
+    text: str,
+    version: Any,
+    content_json: Any = None,
+) -> int:
+    """Store the new version and announce it; 1 if it changed the copy, else 0. Raises
+    InvalidParamsError when the new content does not fit the message's content type."""
     conn = tx.conn
     current = await change_store.current_version(conn, message_id=message.id)
     if not isinstance(version, int) or version <= current:
         return 0  # a retry, or a change we already hold
+    try:
+        validate_message(
+            MessageCreate(
+                content=text or None,
+                content_type=message.content_type,
+                content_json=content_json,
+                citations=message.citations,
+            )
+        )
+    except (ValidationFailedError, ValidationError) as exc:
+        raise InvalidParamsError(f"Invalid params: the edit does not fit: {exc}"[:500]) from exc
     row = await change_store.lock_message(
         conn, conversation_id=message.conversation_id, message_id=message.id
     )
@@ -271,7 +330,7 @@ async def _edit(tx: Transaction, hub: EventHub, message: Message, text: str, ver
         created_at=row["updated_at"],
     )
     edited = await change_store.update_content(
-        conn, message_id=message.id, content=text, content_json=None
+        conn, message_id=message.id, content=text or None, content_json=content_json
     )
     body = {**edited.model_dump(mode="json"), "version": current + 1}
     users = await _local_users(conn, message.conversation_id)

@@ -28,7 +28,7 @@ from gateway.errors import (
 )
 from gateway.ids import is_ulid, new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import a2a_content, consent, groups, key_consent, policy
+from gateway.services import a2a_content, consent, groups, key_consent, outbound, policy
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
@@ -36,7 +36,6 @@ from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
-from gateway.store import attachments as attachments_store
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -99,11 +98,37 @@ async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Re
         raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
 
 
+def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
+    """The author's DID when the message is a group post its home relays, else None.
+
+    The trust rule (docs/federation.md, "Relaying"): a message signed by a group's home
+    instance itself (its instance DID is ``metadata.confer.conversation.home``) may carry
+    another ``sender`` — a member of that group whose own signed message the home verified,
+    stored and ordered. The receiver stores it as the author's, in the group's replica only,
+    and only when the member list the home announced names the author
+    (:func:`gateway.services.groups.group_conversation`); the author's edits and deletes
+    of it are relayed the same way (they find the copy by the author's inbox row). Receipts
+    and membership messages are never relayed, and no relay speaks for the receiver's own
+    users (:func:`gateway.services.a2a_rpc`).
+    """
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if caller.peer is None or claim is None or confer.sender is None:
+        return None
+    signer = caller.peer.peer.did
+    if signer != claim.home or confer.sender == signer or signer.count(":") != 2:
+        return None  # only an instance DID (did:web:<host>) homes groups
+    if confer.read or confer.membership:
+        return None
+    return confer.sender
+
+
 async def check_sender(
     caller: A2ACaller, params: SendMessageParams, *, pool: asyncpg.Pool, ip: str | None
 ) -> None:
     """A signed message may only claim the DID that signed it. Raises FederationAuthError.
 
+    A group's home relaying a member's post (:func:`relayed_author`) may name the member.
     A forged sender is a peer's lie, not a malformed request: it leaves the same
     ``federation.inbound.rejected`` audit row as a signature that fails, naming the signing
     ``keyid`` and the ``claimed`` DID.
@@ -111,6 +136,8 @@ async def check_sender(
     claimed = ConferMetadata.of(params.message.metadata).sender
     if caller.peer is None or claimed is None or claimed == caller.peer.peer.did:
         return
+    if relayed_author(caller, params) is not None:
+        return  # the group's home vouches for the author (docs/federation.md, "Relaying")
     error = FederationAuthError(
         "signature_sender_mismatch", f"signed by {caller.peer.keyid} but claims to be {claimed}"
     )
@@ -174,7 +201,11 @@ async def receive_message(
             return existing, False
         verdict = await _verdict(conn, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
-            message, notify = await _store_message(conn, caller, recipient, params, content, file)
+            message, notify, fresh = await _store_message(
+                conn, caller, recipient, params, content, file
+            )
+            if fresh:
+                await _relay(conn, recipient, params, message)
             await federation_store.insert_inbox(
                 conn,
                 origin_did=caller.origin,
@@ -183,8 +214,11 @@ async def receive_message(
                 recipient_did=recipient.did,
                 now=now,
             )
-            held = False
-            if caller.peer is not None and recipient.agent_id is not None:
+            held = working = False
+            if recipient.agent_id is not None:
+                # the agent answers a peer with a message of its own, an API-key caller in the
+                # task's result (the runtime completes the task with the answer)
+                own = caller.api_key is not None and caller.api_key.user_id == recipient.user_id
                 _, agent_status = await enqueue_for_peer(
                     tx,
                     hub,
@@ -193,9 +227,13 @@ async def receive_message(
                     owner_id=recipient.user_id,
                     conversation_id=message.conversation_id,
                     message_id=message.id,
+                    owner_present=own,
                 )
                 held = agent_status == WAITING
-            task = await _open_task(conn, now, caller, recipient, params, message, None, held=held)
+                working = caller.api_key is not None and not held
+            task = await _open_task(
+                conn, now, caller, recipient, params, message, None, held=held, working=working
+            )
             await hub.append(tx, notify, MESSAGE_CREATED, message.model_dump(mode="json"))
         elif verdict.effect == "deny":
             task = await _open_task(conn, now, caller, recipient, params, None, None)
@@ -394,6 +432,7 @@ async def _audit_inbound(
 
 _STATUS = {
     "TASK_STATE_COMPLETED": "Delivered.",
+    "TASK_STATE_WORKING": "The agent is answering.",
     "TASK_STATE_REJECTED": "Refused by the recipient's policy.",
     "TASK_STATE_AUTH_REQUIRED": "Waiting for the owner's consent.",
 }
@@ -411,10 +450,12 @@ async def _open_task(
     *,
     task_id: str | None = None,
     held: bool = False,
+    working: bool = False,
 ) -> TaskRow:
     task_id = task_id or new_id()
     if message is not None:
         task_state = "TASK_STATE_AUTH_REQUIRED" if held else "TASK_STATE_COMPLETED"
+        task_state = "TASK_STATE_WORKING" if working else task_state
     else:
         task_state = "TASK_STATE_AUTH_REQUIRED" if permission_id else "TASK_STATE_REJECTED"
     context_id = params.message.contextId or (message.conversation_id if message else task_id)
@@ -455,11 +496,12 @@ async def _store_message(
     params: SendMessageParams,
     content: MessageCreate,
     file: a2a_content.IncomingFile | None = None,
-) -> tuple[Message, list[str]]:
+) -> tuple[Message, list[str], bool]:
     """Insert the message (``content`` as the sender stored it) in the right conversation
     (the ``contextId``'s when it names one of ours with this peer, see
     :func:`peer_conversation`), as a reply when ``metadata.confer.inReplyTo`` names a message
-    of it; returns it and the local users to notify. With ``file``, the copy's
+    of it; returns it, the local users to notify and whether it is new here (False: a group's
+    copy stored for another local member before). With ``file``, the copy's
     ``content_json.attachment_id`` names our own pending attachment row for it."""
     in_reply_to = None
     if caller.peer is not None:
@@ -478,6 +520,9 @@ async def _store_message(
             conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
         )
         notify = [] if settings.muted else [recipient.user_id]  # muted: stored, not notified
+        name = display_name(ConferMetadata.of(params.message.metadata).senderName)
+        if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
+            await peers_store.set_peer_name(conn, id=peer.id, name=name)
     else:
         assert caller.api_key is not None and recipient.agent_id is not None
         owner = await users_store.get_user(conn, id=caller.api_key.user_id)
@@ -495,34 +540,56 @@ async def _store_message(
         )
         stored = await messages_store.get_message(conn, id=copy) if copy else None
         if stored is not None:
-            return stored, notify
-    attachment_id = new_id()
-    if file is not None and isinstance(content.content_json, dict):
-        content_json = {**content.content_json, "attachment_id": attachment_id}
-        content = content.model_copy(update={"content_json": content_json})
+            return stored, notify, False
+    fields, attachment_id = a2a_content.with_attachment(
+        a2a_content.stored_fields(content), file if caller.peer is not None else None
+    )
     message = await messages_store.insert_message(
         conn,
         id=new_id(),
         conversation_id=conversation_id,
         in_reply_to=in_reply_to,
-        **a2a_content.stored_fields(content),
+        **fields,
         **sender,
     )
-    if file is not None and caller.peer is not None and isinstance(content.content_json, dict):
-        await attachments_store.insert_received_attachment(
+    if attachment_id is not None and file is not None and caller.peer is not None:
+        await a2a_content.record_received_file(
             conn,
-            id=attachment_id,
-            message_id=message.id,
+            attachment_id=attachment_id,
+            message=message,
             user_id=recipient.user_id,
-            filename=str(content.content_json["filename"]),
-            content_type=(file.media_type or "application/octet-stream")[:128],
-            size_bytes=file.size_bytes,
-            sha256=file.sha256,
-            source_url=file.url,
+            file=file,
             origin_did=caller.peer.peer.did,
         )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
-    return message, notify
+    return message, notify, True
+
+
+async def _relay(
+    conn: asyncpg.Connection, recipient: Recipient, params: SendMessageParams, message: Message
+) -> None:
+    """A remote member's new post in a group homed here: queue it for every other member
+    instance, once per instance, relayed signed by our instance (the author's instance
+    already has it)."""
+    confer = ConferMetadata.of(params.message.metadata)
+    claim = confer.conversation
+    if claim is None or claim.home != groups.instance_did(recipient.did):
+        return
+    await outbound.queue_for_peers(conn, outbound.Post(message, sender_name=confer.senderName))
+
+
+MAX_NAME_CHARS = 128
+"""The longest display name kept for a peer (a local user's limit)."""
+
+
+def display_name(claimed: str | None) -> str | None:
+    """A peer's ``senderName`` fit to show: control characters dropped, whitespace collapsed,
+    at most :data:`MAX_NAME_CHARS` characters; None when nothing is left."""
+    if not claimed:
+        return None
+    kept = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in claimed)
+    shown = " ".join(kept.split())
+    return shown[:MAX_NAME_CHARS] or None
 
 
 async def _peer_conversation(

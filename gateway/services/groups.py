@@ -12,12 +12,20 @@ group (a ``contextId`` naming a group is ignored, :func:`gateway.services.direct
 .peer_conversation`), and a message with one never lands in a direct conversation — it goes
 into the named group when the sender is a member, or is refused (:class:`NotGroupMemberError`).
 Only a sender of the home instance may create a replica or change its name and member list.
+
+Membership events: every membership change at the home (create, join, leave, kick, role,
+rename, archive) is announced to each member instance once, signed by the home instance DID,
+carrying the group's whole state after it (:func:`home_state`); a replica takes that state as
+it is (:func:`apply_home_state`): name, archived, member list, the roles of its participants.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -27,10 +35,13 @@ from gateway.errors import NotGroupMemberError
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
+from gateway.store import federation as federation_store
 from gateway.store import groups as groups_store
+from gateway.store import instance as instance_store
 from gateway.store import peers as peers_store
+from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
-from models import PeerAgentRow
+from models import ParticipantRole, PeerAgentRow
 
 MAX_RESOLVED_MEMBERS = 32
 """How many unknown member DIDs one group message may make us resolve (a bound on the work
@@ -64,9 +75,10 @@ async def outbound_claim(
         return ConferConversation(
             id=replica.remote_id, home=replica.home, name=kind[1], members=replica.members
         )
+    instance = await instance_store.get_instance(conn)
     return ConferConversation(
         id=conversation_id,
-        home=instance_did(sender_did),
+        home=instance.did if instance is not None else instance_did(sender_did),
         name=kind[1],
         members=await groups_store.list_member_dids(conn, conversation_id=conversation_id),
     )
@@ -123,23 +135,28 @@ async def group_conversation(
     if replica is None:
         if not from_home:
             raise NotGroupMemberError(f"group {claim.id} is unknown here; its home announces it")
-        conversation = await conv_store.insert_conversation(
-            conn, type="group", name=claim.name, created_by=recipient.user_id
-        )
-        conversation_id = conversation.id
-        await groups_store.insert_replica(
-            conn,
-            conversation_id=conversation_id,
-            home=claim.home,
-            remote_id=claim.id,
-            members=claim.members,
-        )
+        conversation_id = await _new_replica(conn, claim, recipient.user_id)
     else:
         conversation_id = replica.conversation_id
         if from_home:
             await _follow_home(conn, conversation_id, claim)
     await _join(conn, conversation_id, recipient, peer, members if from_home else [])
     return conversation_id
+
+
+async def _new_replica(conn: asyncpg.Connection, claim: ConferConversation, created_by: str) -> str:
+    """Create the local conversation mirroring the home's group ``claim``; returns its id."""
+    conversation = await conv_store.insert_conversation(
+        conn, type="group", name=claim.name, created_by=created_by
+    )
+    await groups_store.insert_replica(
+        conn,
+        conversation_id=conversation.id,
+        home=claim.home,
+        remote_id=claim.id,
+        members=claim.members,
+    )
+    return conversation.id
 
 
 async def _follow_home(
@@ -185,3 +202,180 @@ async def _join(
         await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=who, role=role
         )
+
+
+_NOT_MEMBER: dict[str, ParticipantRole] = {"admin": "admin", "observer": "observer"}
+"""The roles a membership event names (a member not named is a ``member``)."""
+
+
+async def home_state(
+    conn: asyncpg.Connection, *, conversation_id: str, home: str
+) -> ConferConversation:
+    """The whole state of our group ``conversation_id`` as a membership event carries it:
+    name, member DIDs, each member's role and whether it is archived (``home`` is our
+    instance DID)."""
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
+    roles = await groups_store.list_member_roles(conn, conversation_id=conversation_id)
+    return ConferConversation(
+        id=conversation_id,
+        home=home,
+        name=kind[1] if kind else None,
+        members=[did for did, _ in roles],
+        roles={did: _NOT_MEMBER[role] for did, role in roles if role in _NOT_MEMBER},
+        archived=await groups_store.get_archived(conn, conversation_id=conversation_id),
+    )
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`apply_home_state` did: the replica (None when no local member is listed
+    and none was there), the local users who take part now and those who were removed."""
+
+    conversation_id: str | None
+    users: list[str]
+    removed_users: list[str]
+    created: bool
+
+
+async def _local_refs(
+    conn: asyncpg.Connection, here: str, did: str
+) -> list[tuple[ParticipantRef, str | None]]:
+    """The participant refs a local member DID stands for: a user, or an agent and its owner
+    (observing); empty for an unknown or inactive one."""
+    _, _, rest = did.partition(here + ":")
+    kind, _, name = rest.partition(":")
+    if kind == "users":
+        user = await users_store.get_user_by_username(conn, username=name)
+        if user is not None and await users_store.account_active(conn, user_id=user.id):
+            return [(("user", user.id), None)]
+    elif kind == "agents":
+        agent = await users_store.get_agent(conn, id=name)
+        if agent is not None and await users_store.account_active(conn, user_id=agent.user_id):
+            return [(("own_agent", agent.id), None), (("user", agent.user_id), "observer")]
+    return []
+
+
+async def apply_home_state(
+    conn: asyncpg.Connection, here: str, claim: ConferConversation
+) -> Applied:
+    """Make our replica of the home's group what ``claim`` (a membership event's state) says.
+
+    Creates the replica when a member of ours is listed and there is none yet; sets its name
+    and archived flag; adds every listed local member (an agent with its owner observing) and
+    every listed remote member we know as a peer, with the role the home gives it; removes
+    the participants the home no longer lists (their owners' observer rows with them). Only
+    the home instance may call this for its groups (the caller checks the signer). Runs in
+    the caller's transaction.
+    """
+    await conv_store.lock_direct_pair(conn, f"replica:{claim.home}:{claim.id}")
+    replica = await groups_store.find_replica(conn, home=claim.home, remote_id=claim.id)
+    roles = claim.roles or {}
+    wanted: dict[ParticipantRef, str] = {}
+    for did in dict.fromkeys(claim.members):
+        if did.startswith(here + ":"):
+            for ref, role in await _local_refs(conn, here, did):
+                wanted.setdefault(ref, role or roles.get(did, "member"))
+        elif (peer := await peers_store.get_peer_by_did(conn, did=did)) is not None:
+            wanted[("peer_agent", peer.id)] = roles.get(did, "member")
+    local_users = [ref[1] for ref in wanted if ref[0] == "user"]
+    if replica is None:
+        if not local_users:
+            return Applied(None, [], [], False)
+        conversation_id = await _new_replica(conn, claim, local_users[0])
+    else:
+        conversation_id = replica.conversation_id
+        await groups_store.update_replica_members(
+            conn, conversation_id=conversation_id, members=claim.members
+        )
+    if claim.name is not None or claim.archived is not None:
+        await conv_store.update_conversation(
+            conn, conversation_id=conversation_id, name=claim.name, archived=claim.archived
+        )
+    removed: list[str] = []
+    for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
+        ref = _participant_ref(p)
+        if ref not in wanted:
+            await conv_store.delete_participant(conn, participant_id=p["id"])
+            if p["user_id"]:
+                removed.append(p["user_id"])
+            continue
+        if p["role"] != wanted[ref]:
+            await conv_store.update_participant(conn, participant_id=p["id"], role=wanted[ref])
+        del wanted[ref]
+    for ref, role in wanted.items():
+        await conv_store.insert_participant(
+            conn, conversation_id=conversation_id, who=ref, role=role
+        )
+    return Applied(conversation_id, local_users, removed, replica is None)
+
+
+def _participant_ref(p: dict[str, Any]) -> ParticipantRef:
+    kind = p["participant_type"]
+    column = {"user": "user_id", "own_agent": "agent_id", "peer_agent": "peer_id"}[kind]
+    return (kind, p[column])
+
+
+INSTANCE_ENDPOINT = "/a2a"
+"""The path of a Confer instance's own A2A endpoint (the ``#a2a`` service of its instance DID
+document), where a group's traffic for that instance goes: one request per instance."""
+
+
+@dataclass(frozen=True)
+class InstanceDestination:
+    """One request of a group message for one instance: its ``/a2a`` ``endpoint``, a peer of
+    it (``peer_id``, for the outbox row), who signs (``signer``: the author, or our instance
+    when we relay a remote author's message) and the ``recipients`` there (member DIDs)."""
+
+    peer_id: str
+    endpoint: str
+    signer: str
+    recipients: tuple[str, ...]
+
+
+def _origin(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def group_destinations(
+    conn: asyncpg.Connection, *, conversation_id: str, author_did: str
+) -> list[InstanceDestination] | None:
+    """Where a group message of ``author_did`` goes, once per instance; None for a conversation
+    that is no group (or a replica whose home we have not heard from: it is sent per member,
+    as before membership events).
+
+    A replica sends to the home only (its ``/a2a``, with the home's members as recipients):
+    the home stores, orders and relays it. A home group sends to every member instance but
+    the author's; a local author signs, a remote author's message is relayed signed by our
+    instance DID (docs/federation.md, "Relaying").
+    """
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
+    if kind is None or kind[0] != "group":
+        return None
+    peers = await federation_store.list_peer_destinations(conn, conversation_id=conversation_id)
+    replica = await groups_store.get_replica(conn, conversation_id=conversation_id)
+    if replica is not None:
+        home = await peers_store.get_peer_by_did(conn, did=replica.home)
+        if home is None:
+            return None
+        there = tuple(p["did"] for p in peers if p["did"].startswith(replica.home + ":"))
+        if not there:
+            return None
+        return [InstanceDestination(home.id, home.endpoint, author_did, there)]
+    instance = await instance_store.get_instance(conn)
+    here = instance.did if instance is not None else instance_did(author_did)
+    signer = author_did if author_did.startswith(here + ":") else here
+    author_home = instance_did(author_did)
+    by_origin: dict[str, list[asyncpg.Record]] = {}
+    for p in peers:
+        if instance_did(p["did"]) != author_home:
+            by_origin.setdefault(_origin(p["endpoint"]), []).append(p)
+    return [
+        InstanceDestination(
+            rows[0]["peer_id"],
+            origin + INSTANCE_ENDPOINT,
+            signer,
+            tuple(r["did"] for r in rows),
+        )
+        for origin, rows in by_origin.items()
+    ]

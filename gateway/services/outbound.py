@@ -6,10 +6,16 @@ transaction that stored it (so the delivery is queued exactly when the change co
 - a :class:`Post` — a user's message, an agent's answer, or the agent's answer to a request
   held for consent — goes to every peer agent of its conversation, or to one named peer; a
   group's message carries the group's identity and the home's group id as its ``contextId``
-  (:mod:`gateway.services.groups`);
+  and goes once per instance (:func:`gateway.services.groups.group_destinations`: from a
+  replica to the home only; from the home to every other member instance, a remote author's
+  message relayed signed by our instance), naming that instance's members in
+  ``metadata.confer.recipients``;
 - a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
 - a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
-  the read reached, naming (by the peer's own id) its latest message read.
+  the read reached, naming (by the peer's own id) its latest message read;
+- a :class:`Membership` — a membership change of a group homed here — goes once to each
+  instance with members (and to a removed member's), signed by our instance DID and carrying
+  the group's whole state after the change (:func:`gateway.services.groups.home_state`).
 
 Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.send_message_params`
 from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
@@ -31,7 +37,10 @@ from a2a.confer import (
     ConferChange,
     ConferConversation,
     ConferFile,
+    ConferMembership,
     ConferMetadata,
+    control_parts,
+    message_parts,
     send_message_params,
 )
 from gateway.ids import new_id
@@ -73,17 +82,30 @@ class Post:
 @dataclass(frozen=True)
 class Change:
     """An edit (``version`` is the new version, ``text`` the new text) or a delete
-    (``version`` None) of the message ``message_id`` already sent to peers."""
+    (``version`` None) of the message ``message_id`` already sent to peers.
+
+    ``author`` and ``group`` mark a change a group's home relays for a remote member: it goes
+    where the home relayed the message, naming the author as ``sender`` and the group.
+    """
 
     message_id: str
     conversation_id: str
     version: int | None = None
     text: str = DELETED_TEXT
+    author: str | None = None
+    group: ConferConversation | None = None
+    content_json: Any = None
 
     @classmethod
     def edit(cls, message: Message, version: int) -> Change:
-        """``message`` edited, now at ``version``."""
-        return cls(message.id, message.conversation_id, version, message.content or "")
+        """``message`` edited, now at ``version`` (its text and ``content_json`` travel)."""
+        return cls(
+            message.id,
+            message.conversation_id,
+            version,
+            message.content or "",
+            content_json=message.content_json,
+        )
 
     @classmethod
     def delete(cls, message_id: str, conversation_id: str) -> Change:
@@ -101,6 +123,18 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class Membership:
+    """``event`` happened to our group ``conversation_id``; ``home`` is our instance DID,
+    which signs the event. ``also`` are ``(peer_id, endpoint)`` of members who no longer take
+    part (a kick, a leave) and must hear of it too."""
+
+    conversation_id: str
+    home: str
+    event: ConferMembership
+    also: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class _Destination:
     peer_id: str
     endpoint: str
@@ -109,9 +143,11 @@ class _Destination:
     # a receipt's: our copy of the peer's latest message read, and the peer's id of it
     message_id: str | None = None
     remote_id: str | None = None
+    # a group message's: every member of the destination instance it is for
+    recipients: tuple[str, ...] = ()
 
 
-Item = Post | Change | Receipt
+Item = Post | Change | Receipt | Membership
 
 
 async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
@@ -121,6 +157,8 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     it commits. A delete should be queued after the message's pending deliveries were dropped,
     so peers that never got the message are not told.
     """
+    if isinstance(item, Membership):
+        return await _queue_membership(conn, item)
     destinations = await _destinations(conn, item)
     shared = await _post_shared(conn, item, destinations[0]) if destinations else None
     for d in destinations:
@@ -141,7 +179,40 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     return len(destinations)
 
 
-async def _destinations(conn: asyncpg.Connection, item: Item) -> list[_Destination]:
+async def _queue_membership(conn: asyncpg.Connection, item: Membership) -> int:
+    """One outbox row per member instance (by the origin of its members' endpoints)."""
+    peers = await federation_store.list_peer_destinations(
+        conn, conversation_id=item.conversation_id
+    )
+    instances: dict[str, str] = {}  # origin → a peer of it (the row's peer_id)
+    for peer_id, endpoint in [*((p["peer_id"], p["endpoint"]) for p in peers), *item.also]:
+        parts = urlsplit(endpoint)
+        instances.setdefault(f"{parts.scheme}://{parts.netloc}", peer_id)
+    if not instances:
+        return 0
+    state = await groups.home_state(conn, conversation_id=item.conversation_id, home=item.home)
+    for origin, peer_id in instances.items():
+        await federation_store.insert_outbox(
+            conn,
+            destination=urlsplit(origin).netloc.lower(),
+            endpoint=origin + groups.INSTANCE_ENDPOINT,
+            sender_did=item.home,
+            peer_id=peer_id,
+            message_id=None,
+            payload=send_message_params(
+                message_id=new_id(),  # an event is a message of its own
+                context_id=item.conversation_id,
+                text="",  # no text part: control_parts
+                confer=ConferMetadata(sender=item.home, conversation=state, membership=item.event),
+                parts=control_parts("membership"),
+            ),
+        )
+    return len(instances)
+
+
+async def _destinations(
+    conn: asyncpg.Connection, item: Post | Change | Receipt
+) -> list[_Destination]:
     if isinstance(item, Receipt):
         read = await federation_store.list_receipt_targets(
             conn, conversation_id=item.conversation_id, up_to=item.up_to
@@ -167,6 +238,14 @@ async def _destinations(conn: asyncpg.Connection, item: Item) -> list[_Destinati
     assert sender is not None, "only a user's or an agent's message goes to peers"
     if item.to is not None:
         return [_Destination(item.to.id, item.to.endpoint, sender, item.to.did)]
+    instances = await groups.group_destinations(
+        conn, conversation_id=item.message.conversation_id, author_did=sender
+    )
+    if instances is not None:
+        return [
+            _Destination(i.peer_id, i.endpoint, i.signer, i.recipients[0], recipients=i.recipients)
+            for i in instances
+        ]
     peers = await federation_store.list_peer_destinations(
         conn, conversation_id=item.message.conversation_id
     )
@@ -200,7 +279,10 @@ async def _post_shared(
 
 
 async def _params(
-    conn: asyncpg.Connection, item: Item, d: _Destination, shared: _PostShared | None
+    conn: asyncpg.Connection,
+    item: Post | Change | Receipt,
+    d: _Destination,
+    shared: _PostShared | None,
 ) -> dict[str, Any]:
     if isinstance(item, Receipt):
         assert d.remote_id is not None
@@ -219,9 +301,11 @@ async def _params(
             message_id=new_id(),  # a change is a message of its own; the original is named
             context_id=item.conversation_id,
             text=item.text,
+            parts=message_parts(item.text, item.content_json) if edited else None,
             confer=ConferMetadata(
-                sender=d.sender_did,
+                sender=item.author or d.sender_did,
                 recipient=d.recipient,
+                conversation=item.group,
                 edit=change if edited else None,
                 delete=None if edited else change,
             ),
@@ -245,6 +329,7 @@ async def _params(
             file=file,
             sender=message.sender_did,
             recipient=d.recipient,
+            recipients=list(d.recipients) or None,
             createdAt=message.created_at.isoformat(),
             senderName=item.sender_name or None,
             inReplyTo=in_reply_to,

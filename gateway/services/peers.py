@@ -185,6 +185,8 @@ class PeerDirectory:
             return cached
         # Single flight per DID: concurrent requests wait for one fetch instead of each
         # revalidating the same stale entry.
+        if force:  # an explicit refetch is not answered from the recent-failure cache
+            self._failures.pop(did, None)
         async with self._locks.hold(did):
             async with self._pool.acquire() as conn:
                 fresh = await peers_store.get_peer_by_did(conn, did=did)

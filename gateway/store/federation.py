@@ -13,14 +13,15 @@ from gateway.ids import new_id
 
 @dataclass(frozen=True)
 class OutboxRow:
-    """One pending delivery of ``message_id`` to the peer ``peer_id`` at ``endpoint``."""
+    """One pending delivery of ``message_id`` (None for a group's membership event) to the
+    peer ``peer_id`` at ``endpoint``."""
 
     id: str
     destination: str
     endpoint: str
     sender_did: str
     peer_id: str
-    message_id: str
+    message_id: str | None
     payload_json: dict[str, Any]
     attempts: int
 
@@ -32,10 +33,11 @@ async def insert_outbox(
     endpoint: str,
     sender_did: str,
     peer_id: str,
-    message_id: str,
+    message_id: str | None,
     payload: dict[str, Any],
 ) -> str:
-    """Queue a delivery and wake the delivery workers (``NOTIFY confer_outbox``)."""
+    """Queue a delivery and wake the delivery workers (``NOTIFY confer_outbox``);
+    ``message_id`` None for a delivery that is no message (a group's membership event)."""
     outbox_id = new_id()
     await conn.execute(
         """INSERT INTO federation_outbox

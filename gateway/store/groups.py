@@ -6,6 +6,15 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from models import ConversationRow
+
+_WITH_DIDS = """conversation_participants p
+       LEFT JOIN users u ON u.id = p.user_id
+       LEFT JOIN agents a ON a.id = p.agent_id
+       LEFT JOIN peer_agents pa ON pa.id = p.peer_id"""
+_DID = "COALESCE(u.did, a.did, pa.did)"
+"""A participant's DID (user, own agent or peer) over :data:`_WITH_DIDS`."""
+
 
 @dataclass(frozen=True)
 class ReplicaRow:
@@ -95,16 +104,7 @@ async def list_known_peer_dids(conn: asyncpg.Connection, *, dids: list[str]) -> 
 
 async def list_member_dids(conn: asyncpg.Connection, *, conversation_id: str) -> list[str]:
     """The DIDs of every participant (users, own agents, peers), by join order."""
-    records = await conn.fetch(
-        """SELECT COALESCE(u.did, a.did, pa.did) AS did
-           FROM conversation_participants p
-           LEFT JOIN users u ON u.id = p.user_id
-           LEFT JOIN agents a ON a.id = p.agent_id
-           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-           WHERE p.conversation_id = $1 ORDER BY p.id""",
-        conversation_id,
-    )
-    return [r["did"] for r in records if r["did"]]
+    return [did for did, _ in await list_member_roles(conn, conversation_id=conversation_id)]
 
 
 async def find_group_copy(
@@ -122,3 +122,54 @@ async def find_group_copy(
         conversation_id,
     )
     return str(value) if value is not None else None
+
+
+async def list_member_roles(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> list[tuple[str, str]]:
+    """``(did, role)`` of every participant with a DID, by join order."""
+    records = await conn.fetch(
+        f"""SELECT {_DID} AS did, p.role FROM {_WITH_DIDS}
+            WHERE p.conversation_id = $1 ORDER BY p.id""",
+        conversation_id,
+    )
+    return [(str(r["did"]), str(r["role"])) for r in records if r["did"]]
+
+
+async def get_archived(conn: asyncpg.Connection, *, conversation_id: str) -> bool:
+    """True when the conversation is archived."""
+    return bool(
+        await conn.fetchval(
+            "SELECT archived_at IS NOT NULL FROM conversations WHERE id = $1", conversation_id
+        )
+    )
+
+
+async def find_participant_by_did(
+    conn: asyncpg.Connection, *, conversation_id: str, did: str
+) -> str | None:
+    """The participant id of the user, agent or peer with DID ``did`` in the conversation."""
+    value = await conn.fetchval(
+        f"""SELECT p.id FROM {_WITH_DIDS}
+            WHERE p.conversation_id = $1 AND {_DID} = $2 ORDER BY p.id LIMIT 1""",
+        conversation_id,
+        did,
+    )
+    return str(value) if value is not None else None
+
+
+async def get_participant_did(conn: asyncpg.Connection, *, participant_id: str) -> str | None:
+    """The DID of a participant (user, agent or peer), or None."""
+    value = await conn.fetchval(
+        f"SELECT {_DID} FROM {_WITH_DIDS} WHERE p.id = $1",
+        participant_id,
+    )
+    return str(value) if value is not None else None
+
+
+async def get_conversation(
+    conn: asyncpg.Connection, *, conversation_id: str
+) -> ConversationRow | None:
+    """A conversation by id, whoever takes part (a home group acted on by a remote member)."""
+    record = await conn.fetchrow("SELECT * FROM conversations WHERE id = $1", conversation_id)
+    return ConversationRow.model_validate(dict(record)) if record else None

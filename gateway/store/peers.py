@@ -27,6 +27,16 @@ async def get_peer(conn: asyncpg.Connection, *, id: str) -> PeerAgentRow | None:
     return _peer(record) if record else None
 
 
+async def set_peer_name(conn: asyncpg.Connection, *, id: str, name: str) -> None:
+    """Remember the display name a peer gave itself (no write when it is unchanged)."""
+    await conn.execute(
+        "UPDATE peer_agents SET name = $2, updated_at = NOW() "
+        "WHERE id = $1 AND name IS DISTINCT FROM $2",
+        id,
+        name,
+    )
+
+
 async def upsert_peer(
     conn: asyncpg.Connection,
     *,

@@ -184,6 +184,17 @@ async def list_held_for_owner(
     return [_task(r) for r in records]
 
 
+async def list_answer_waiting(conn: asyncpg.Connection, *, message_id: str) -> list[TaskRow]:
+    """The working tasks of API-key callers whose message ``message_id`` an agent is
+    answering (their result is the agent's answer)."""
+    records = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM a2a_tasks
+            WHERE message_id = $1 AND caller LIKE 'key:%' AND state = 'TASK_STATE_WORKING'""",
+        message_id,
+    )
+    return [_task(r) for r in records]
+
+
 async def update_task_state(
     conn: asyncpg.Connection,
     *,

@@ -51,7 +51,7 @@ import httpx
 
 from a2a.confer import absolute_file_urls
 from did.errors import AddressRefusedError, DIDResolutionError
-from did.outbound import OutboundPolicy
+from did.outbound import OutboundPolicy, read_capped
 from did.resolver import parse_json_object
 from gateway.clock import Clock
 from gateway.db import Pool, transaction
@@ -116,22 +116,6 @@ def _excerpt(body: bytes | None) -> str:
     if body is None:
         return f"(an answer over {ANSWER_MAX_BYTES} bytes)"
     return body[:300].decode("utf-8", errors="replace")
-
-
-async def read_capped(response: httpx.Response, max_bytes: int) -> bytes | None:
-    """The streamed ``response``'s body, or None as soon as it is known to exceed
-    ``max_bytes`` (by ``Content-Length`` or while reading; the rest is never read)."""
-    declared = response.headers.get("Content-Length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_raw():  # identity was asked: no decompression
-        size += len(chunk)
-        if size > max_bytes:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 class DeliveryWorker:

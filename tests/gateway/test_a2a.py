@@ -212,8 +212,8 @@ async def test_send_get_and_retry_of_a_message(b: Instance, agent) -> None:
             "result"
         ]
     )
-    async with b.state.pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM messages") == 1
+    async with b.state.pool.acquire() as conn:  # the question once (and the agent's answer)
+        assert await conn.fetchval("SELECT count(*) FROM messages WHERE sender_type = 'user'") == 1
         assert await conn.fetchval("SELECT count(*) FROM a2a_tasks") == 1
 
 
@@ -337,9 +337,11 @@ async def test_streaming_message_sends_task_then_final_status(b: Instance, agent
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     events = sse_events(response.text)
-    assert [e["id"] for e in events] == ["s-1", "s-1"]
-    first, last = events[0]["result"], events[1]["result"]
+    # submitted, working (the agent answers), then completed with the answer
+    assert [e["id"] for e in events] == ["s-1", "s-1", "s-1"]
+    first, working, last = (e["result"] for e in events)
     assert first["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert working["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"
     assert last["statusUpdate"]["taskId"] == first["task"]["id"]
     assert last["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 

@@ -170,3 +170,37 @@ async def test_a_peer_may_post_only_what_a_local_client_may(make_database) -> No
             row = await conn.fetchrow("SELECT content_type, content, content_json FROM messages")
         assert (row["content_type"], row["content"]) == ("tool_call", None)
         assert row["content_json"] == {"call_id": "c9", "name": "lookup"}  # as sent
+
+
+async def test_an_edit_of_a_text_less_message_carries_its_structured_content(pair) -> None:
+    a, b = pair
+    alice, bob = await a.register("alice"), await b.register("bob")
+    cid = (await alice.direct_with(bob.did))["id"]
+    async with bob.websocket() as ws:
+        sent = await _post(alice, cid, BODIES[3])  # a tool_call, no text
+        copy = (await next_event(ws, "message.created", 30))["data"]
+        arguments = {"call_id": "c1", "name": "search", "arguments": {"q": "better"}}
+        edited = await alice.request(
+            "PATCH",
+            f"/v1/conversations/{cid}/messages/{sent['id']}",
+            json={"version": 1, "content_json": arguments},
+        )
+        assert edited.status_code == 200, edited.text
+        event = (await next_event(ws, "message.edited", 30))["data"]
+        # a code message's edit keeps its language: text and content_json both travel
+        code = await _post(alice, cid, BODIES[1])
+        code_copy = (await next_event(ws, "message.created", 30))["data"]
+        changed = await alice.request(
+            "PATCH",
+            f"/v1/conversations/{cid}/messages/{code['id']}",
+            json={"version": 1, "content": "print(2)", "content_json": {"language": "python"}},
+        )
+        assert changed.status_code == 200, changed.text
+        code_event = (await next_event(ws, "message.edited", 30))["data"]
+    assert event["id"] == copy["id"] and event["version"] == 2
+    assert event["content_json"] == arguments and event["content"] is None
+    assert code_event["id"] == code_copy["id"]
+    assert (code_event["content"], code_event["content_json"]) == (
+        "print(2)",
+        {"language": "python"},
+    )

@@ -159,3 +159,28 @@ async def test_a_file_whose_hash_does_not_match_is_refused(pair) -> None:
     # the message itself is kept
     page = await bob.request("GET", f"/v1/conversations/{received['conversation_id']}/messages")
     assert any(m["id"] == received["id"] for m in page.json()["items"])
+
+
+async def test_a_file_held_for_consent_is_fetched_once_approved(pair) -> None:
+    a, b = pair
+    alice, bob = await a.register("alice"), await b.register("bob")
+    cid = (await alice.direct_with(bob.profile["agent_did"]))["id"]  # bob's agent: ask
+    upload = await _upload(alice)
+    async with bob.websocket() as ws:
+        await _send_file(alice, cid, upload)
+        requested = (await next_event(ws, "permission.requested", 30))["data"]
+        async with b.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM attachment_fetches") == 0
+        decided = await bob.request(
+            "POST", f"/v1/permissions/{requested['id']}/decision", json={"decision": "allow_once"}
+        )
+        assert decided.status_code == 200, decided.text
+        for _ in range(600):
+            event = await next_event(ws, "message.created", 30)
+            if event["data"]["content_type"] == "file":
+                break
+    copy_id = event["data"]["content_json"]["attachment_id"]
+    assert copy_id != upload["id"]
+    response = await _download_when_settled(bob, copy_id)
+    assert response.status_code == 200, response.text
+    assert response.content == PAYLOAD

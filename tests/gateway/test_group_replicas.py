@@ -208,9 +208,18 @@ async def test_a_replica_follows_the_homes_name_and_members(make_database) -> No
                 replica_b,
             )
         assert carol.did not in {r["did"] for r in dids}
-        # Carol, removed at home, may no longer write into the group anywhere.
+        # Carol, removed at home, is out of her own replica too (the kick event reached C),
+        # and may no longer write into the group anywhere.
         replica_c = (await placed(c, "first"))[0]["conversation_id"]
-        await carol.send(replica_c, "after removal")
+        for _ in range(600):
+            seen = await carol.request("GET", f"/v1/conversations/{replica_c}")
+            if seen.status_code == 404:
+                break
+            await asyncio.sleep(0.05)
+        refused = await carol.request(
+            "POST", f"/v1/conversations/{replica_c}/messages", json={"content": "after removal"}
+        )
+        assert refused.status_code == 404, refused.text
         await settle(a, b, c)
         assert await placed(a, "after removal") == []
         assert await placed(b, "after removal") == []

@@ -22,9 +22,10 @@ async def test_instance_user_and_agent_documents(database_url: str) -> None:
             document = parse_did_document(response.json(), expected_did=did)
             key = document.authentication_key(f"{did}#key-1")
             assert key.public_bytes_raw() == signing
-            if did != instance.did:
-                endpoint = document.service_endpoint("A2AService")
-                assert endpoint and endpoint.startswith(instance.base_url)
+            endpoint = document.service_endpoint("A2AService")
+            assert endpoint and endpoint.startswith(instance.base_url)
+            if did == instance.did:  # the instance itself signs (group events, relays)
+                assert endpoint == f"{instance.base_url}/a2a"
             etag = response.headers["etag"]
             again = await instance.client.get(
                 did_document_path(did), headers={"If-None-Match": etag}

@@ -29,6 +29,16 @@ async def publish_agent(user: User, policies: dict[str, Any] | None = None) -> s
     return str(user.profile["agent_did"].rsplit(":", 1)[1])
 
 
+def held_for_owner(task: dict[str, Any]) -> bool:
+    """Delivered, with the agent's answer (the task's result) waiting for its offline owner,
+    as for a signed peer — not waiting for consent."""
+    confer = (task.get("metadata") or {}).get("confer") or {}
+    return bool(
+        task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+        and confer.get("heldUntilOwnerReturns")
+    )
+
+
 async def issue_key(user: User) -> str:
     response = await user.request("POST", "/v1/api-keys", json={"name": "cli"})
     assert response.status_code == 201, response.text
@@ -106,7 +116,7 @@ async def test_api_key_caller_denied_by_policy_stores_nothing(b: Instance) -> No
     # Someone else, not matched by the rule, gets the agent default (auto → allow).
     dave = await b.register("dave")
     allowed = await send(b, agent_id, await issue_key(dave), "hello")
-    assert allowed["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert held_for_owner(allowed)  # delivered; the answer waits for carol, offline
     assert await texts(b, "user") == ["hello"]
     async with b.state.pool.acquire() as conn:
         details = await conn.fetch(
@@ -128,9 +138,9 @@ async def test_allow_always_is_remembered_for_that_user_only(b: Instance) -> Non
     )
     assert decided.status_code == 200, decided.text
     second = await send(b, agent_id, bob_key, "second")
-    assert second["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert held_for_owner(second)  # allowed by the grant; the answer waits for carol
     other = await send(b, agent_id, await issue_key(dave), "dave here")
-    assert other["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+    assert other["status"]["state"] == "TASK_STATE_AUTH_REQUIRED" and not held_for_owner(other)
     assert await texts(b, "user") == ["first", "second"]
 
 

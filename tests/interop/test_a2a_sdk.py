@@ -68,5 +68,11 @@ async def test_a2a_sdk_client_fetches_card_sends_and_reads_the_task(
         assert event["data"]["content"] == "hello from a2a-sdk"
         async with b.state.pool.acquire() as conn:
             row = await conn.fetchrow("SELECT id, caller, state FROM a2a_tasks")
+            answer = await conn.fetchval(
+                "SELECT content FROM messages WHERE sender_type = 'own_agent' AND in_reply_to = "
+                "(SELECT id FROM messages WHERE content = 'hello from a2a-sdk')"
+            )
         assert row["id"] == out["task"]["id"]
         assert row["caller"].startswith("key:")
+        # The task's result is the agent's answer, not a delivery notice.
+        assert answer and out["task"]["status"]["message"]["parts"][0]["text"] == answer
