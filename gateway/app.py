@@ -25,6 +25,8 @@ from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
+from gateway.errors import FederationRefusedError
+from gateway.federation_auth import refusal_handler
 from gateway.http_errors import install_error_handlers
 from gateway.logs import RequestIdMiddleware, backends, bind_instance, startup_banner
 from gateway.mcp.deps import ToolDeps
@@ -34,6 +36,7 @@ from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
 from gateway.routes import (
     admin,
+    admin_federation,
     agent_context,
     agents,
     api_keys,
@@ -62,6 +65,7 @@ from gateway.services.accounts import Accounts
 from gateway.services.consent import Deciding
 from gateway.services.context import build_context_services
 from gateway.services.encryption import Keyring
+from gateway.services.federation_policy import FederationPolicy, run_policy_listener
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
 from gateway.services.llm_keys import check_stored_keys
@@ -140,6 +144,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allowed_networks=settings.outbound_allowed_networks,
             )
             resolver = DIDResolver(http, allow_http=settings.allow_http_dids, policy=policy)
+            federation_policy = FederationPolicy(local_did=identity.did)
+            await federation_policy.reload(pool)
             context = build_context_services(
                 pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
             )
@@ -157,12 +163,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
                     local=LocalDocuments(pool, identity),
+                    policy=federation_policy,
                 ),
                 hub=hub,
                 context=context,
                 keyring=keyring,
                 agent_queue=agent_queue,
                 task_events=TaskEvents(hub.bus),
+                federation_policy=federation_policy,
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (
@@ -187,7 +195,13 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             workers: list[tuple[str, WorkerFactory]] = [
                 (
                     "delivery",
-                    DeliveryWorker(pool, http, identity, clock, settings, policy, hub).run,
+                    DeliveryWorker(
+                        pool, http, identity, clock, settings, policy, hub, federation_policy
+                    ).run,
+                ),
+                (
+                    "federation-policy",
+                    lambda: run_policy_listener(pool, federation_policy),
                 ),
                 (
                     "attachment-fetch",
@@ -255,6 +269,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
+    app.add_exception_handler(FederationRefusedError, refusal_handler)
     install_problem_schema(app)
     app.add_middleware(
         BodyLimitMiddleware,
@@ -279,6 +294,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         me,
         agents,
         admin,
+        admin_federation,
         conversations,
         messages,
         participants,

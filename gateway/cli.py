@@ -12,7 +12,7 @@ import asyncpg
 import typer
 import uvicorn
 
-from gateway import cli_concepts, cli_memory, migrations
+from gateway import cli_concepts, cli_federation, cli_memory, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, database_url
 from gateway.db import create_pool
@@ -162,6 +162,7 @@ def create_admin(
 
 admin_app = typer.Typer(help="Operator work on accounts.")
 app.add_typer(admin_app, name="admin")
+admin_app.add_typer(cli_federation.app, name="federation")
 
 
 def _read_password() -> str:

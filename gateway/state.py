@@ -15,6 +15,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.context import ContextServices
 from gateway.services.encryption import Keyring
+from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
 from gateway.services.peers import PeerDirectory
@@ -44,3 +45,4 @@ class AppState:
     metrics: InstanceCollector | None = None
     metrics_registry: CollectorRegistry | None = None
     supervisor: Supervisor | None = None
+    federation_policy: FederationPolicy = field(default_factory=FederationPolicy)

@@ -26,6 +26,7 @@ from did.resolver import DIDResolver, ResolvedDocument
 from did.web import did_to_url, split_did_url
 from gateway.clock import Clock
 from gateway.metrics import DID_RESOLUTIONS
+from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
@@ -161,8 +162,10 @@ class PeerDirectory:
         allow_http: bool = False,
         local: LocalDocuments | None = None,
         failure_ttl: int = 10,
+        policy: FederationPolicy | None = None,
     ) -> None:
         self._pool = pool
+        self._policy = policy
         self._local = local
         self._failure_ttl = timedelta(seconds=failure_ttl)
         self._failures: dict[str, tuple[datetime, DIDError]] = {}
@@ -176,8 +179,12 @@ class PeerDirectory:
     async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
         """The peer for ``did``, fetched or revalidated when stale (or ``force``).
 
-        Raises InvalidDIDError, DIDResolutionError or DIDDocumentError (``did.errors``).
+        Raises InvalidDIDError, DIDResolutionError or DIDDocumentError (``did.errors``), and
+        FederationRefusedError for a peer the instance federation policy refuses (nothing is
+        fetched for it).
         """
+        if self._policy is not None:
+            self._policy.check(did)
         async with self._pool.acquire() as conn:
             cached = await peers_store.get_peer_by_did(conn, did=did)
         if cached and not force and self._clock.now() - cached.fetched_at < self._ttl:
