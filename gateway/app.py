@@ -64,6 +64,7 @@ from gateway.routes import (
 from gateway.services.accounts import Accounts
 from gateway.services.consent import Deciding
 from gateway.services.context import build_context_services
+from gateway.services.did_budget import ResolutionBudget
 from gateway.services.encryption import Keyring
 from gateway.services.federation_policy import FederationPolicy, run_policy_listener
 from gateway.services.identity import check_public_url, load_identity
@@ -149,13 +150,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             context = build_context_services(
                 pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
             )
+            accounts = Accounts(pool, identity, clock, settings)
             app.state.confer = AppState(
                 settings=settings,
                 clock=clock,
                 pool=pool,
                 http=http,
                 identity=identity,
-                accounts=Accounts(pool, identity, clock, settings),
+                accounts=accounts,
                 peers=PeerDirectory(
                     pool,
                     resolver,
@@ -163,7 +165,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
                     local=LocalDocuments(pool, identity),
+                    failure_ttl=settings.did_failure_ttl_seconds,
                     policy=federation_policy,
+                    budget=ResolutionBudget(
+                        accounts.limiter,
+                        clock,
+                        per_host_at_once=settings.did_fetch_concurrency_host,
+                        failure_ttl=settings.did_failure_ttl_seconds,
+                    ),
                 ),
                 hub=hub,
                 context=context,

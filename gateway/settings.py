@@ -217,6 +217,26 @@ class Settings(BaseSettings):
     peer_rate_limit_agent: str = Field(
         default="600/minute", description="Inbound budget per peer DID (limits syntax)."
     )
+    did_fetch_budget_host: str = Field(
+        default="120/minute;1000/hour",
+        description="DID document (and AgentFacts) fetches to one host, however triggered "
+        "(limits syntax); beyond it a cached document is used, else did_unresolvable.",
+    )
+    did_fetch_budget_did: str = Field(
+        default="12/minute;60/hour",
+        description="Fetches of one DID's document: revalidations and refetches after an "
+        "unknown keyid (limits syntax).",
+    )
+    did_fetch_concurrency_host: int = Field(
+        default=4, ge=1, le=64, description="DID fetches to one host at once, per process."
+    )
+    did_failure_ttl_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description="A failed DID lookup (unreachable, 404, malformed or oversized document) "
+        "is answered from memory this long; an unreachable host for all of its DIDs.",
+    )
 
     # Accounts (docs/accounts.md).
     admin_usernames: str = Field(

@@ -23,6 +23,8 @@ LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
+DID_FETCH_HOST = "did_fetch_host"
+DID_FETCH_DID = "did_fetch_did"
 
 
 def storage_for(settings: Settings) -> Storage:
@@ -39,7 +41,7 @@ def storage_for(settings: Settings) -> Storage:
 
 class RateLimiter:
     """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``peer_domain``,
-    ``peer_agent``) over one storage."""
+    ``peer_agent``, ``did_fetch_host``, ``did_fetch_did``) over one storage."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.storage = storage or storage_for(settings)
@@ -50,6 +52,8 @@ class RateLimiter:
             REGISTER_IP: parse_many(settings.rate_limit_register_ip),
             PEER_DOMAIN: parse_many(settings.peer_rate_limit_domain),
             PEER_AGENT: parse_many(settings.peer_rate_limit_agent),
+            DID_FETCH_HOST: parse_many(settings.did_fetch_budget_host),
+            DID_FETCH_DID: parse_many(settings.did_fetch_budget_did),
         }
 
     async def hit(self, rule: str, key: str) -> None:
