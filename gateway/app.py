@@ -198,6 +198,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 max_attempts=settings.agent_task_max_attempts,
                 lease_seconds=settings.agent_task_lease_seconds,
                 queue=agent_queue,
+                max_per_owner=settings.agent_max_running_per_owner,
+                max_per_peer=settings.agent_max_running_per_peer,
             )
             deciding = Deciding(hub, agent_queue, app.state.confer.task_events, clock)
             sweep = settings.permission_sweep_seconds

@@ -144,6 +144,20 @@ class Settings(BaseSettings):
         description="A running agent task's lease, renewed every third of it while it runs;"
         " a task whose process died is retried once its lease has run out.",
     )
+    agent_max_running_per_owner: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Agent tasks running at once for one owner's agents, across processes; "
+        "more wait queued.",
+    )
+    agent_max_running_per_peer: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Agent tasks running at once that one peer DID's messages started, across "
+        "processes and owners; more wait queued.",
+    )
     agent_queue_stream: str = Field(
         default="CONFER_AGENT_TASKS",
         pattern=r"^[A-Za-z0-9_-]+$",
