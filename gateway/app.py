@@ -52,6 +52,7 @@ from gateway.routes import (
     install_problem_schema,
     me,
     memory,
+    message_requests,
     messages,
     ops,
     participants,
@@ -328,7 +329,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         methods=["GET", "POST", "DELETE"],
         include_in_schema=False,
     )
-    for module in (api_keys, cards, contacts, permissions, translations, ops):
+    for module in (api_keys, cards, contacts, message_requests, permissions, translations, ops):
         app.include_router(module.router)
     web.install_web(app)
     return app

@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
+    message_requests_default: bool = Field(
+        default=True,
+        description="Hold a stranger's first message apart as a message request for users who "
+        "never set preferences.privacy.message_requests.",
+    )
     max_group_members: int = Field(
         default=256,
         ge=2,

@@ -62,6 +62,8 @@ class PrivacyUpdate(ConferModel):
 
     allow_offline_response: StrictBool | None = None
     """JSON ``true`` or ``false`` only: ``"yes"`` or ``1`` is 422, not silently true."""
+    message_requests: StrictBool | None = None
+    """Hold a stranger's first message apart as a message request (default true)."""
 
 
 class PreferencesUpdate(ConferModel):

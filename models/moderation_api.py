@@ -63,3 +63,19 @@ class PolicyEntryCreate(ConferModel):
     pattern: str = Field(min_length=1, max_length=255, examples=["*.example.org"])
     list: Literal["allow", "deny"]
     note: str | None = Field(default=None, max_length=500)
+
+
+class MessageRequestPublic(ConferModel):
+    """A stranger's first message held apart: its conversation, sender and state."""
+
+    conversation_id: str
+    sender_did: str
+    state: Literal["pending", "accepted", "declined"]
+    created_at: Timestamp
+    decided_at: Timestamp | None = None
+
+
+class MessageRequestList(ConferModel):
+    """``GET /v1/message-requests``: pending requests, newest first."""
+
+    items: list[MessageRequestPublic]

@@ -30,9 +30,12 @@ class NotificationPreferences(ConferModel):
 
 
 class PrivacyPreferences(ConferModel):
-    """``UserPreferences.privacy``: whether the user's agent may answer while the user is away."""
+    """``UserPreferences.privacy``: whether the user's agent may answer while the user is away,
+    and whether a stranger's first message is held apart as a message request (default on)."""
 
     allow_offline_response: bool
+    message_requests: bool | None = None
+    """A Confer extension of the spec's interface: None (unset) means on."""
 
 
 class UserPreferences(ConferModel):

@@ -56,10 +56,19 @@ async def create_conversation(
 
 @router.get("/v1/conversations", summary="List conversations", responses=_ERRORS)
 async def list_conversations(
-    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200)] = 50
+    current: Current,
+    state: State,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    requests: Annotated[
+        bool,
+        Query(description="Also list message requests (pending or declined), flagged `request`."),
+    ] = False,
 ) -> list[ConversationPublic]:
-    """The caller's conversations, most recently active first."""
-    return await service.list_conversations(state.pool, current.user, limit, cache_of(state))
+    """The caller's conversations, most recently active first; strangers' message requests
+    are held apart (`GET /v1/message-requests`) unless `requests=true`."""
+    return await service.list_conversations(
+        state.pool, current.user, limit, cache_of(state), requests=requests
+    )
 
 
 def checked_id(conversation_id: str) -> str:
@@ -110,6 +119,7 @@ async def post_message(
         checked_id(conversation_id),
         data,
         idempotency_key=idempotency_key,
+        message_requests_default=state.settings.message_requests_default,
     )
 
 

@@ -96,6 +96,7 @@ def _context(
         storage=attachment_storage(state.settings),
         max_message_chars=state.settings.max_message_chars,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
+        message_requests_default=state.settings.message_requests_default,
         peers=state.peers,
     )
 

@@ -73,6 +73,7 @@ class RpcContext:
     storage: AttachmentStorage
     max_message_chars: int
     permission_ttl_seconds: float
+    message_requests_default: bool = True
     peers: PeerDirectory | None = None
 
 
@@ -143,6 +144,7 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
         queue=ctx.queue,
         clock=ctx.clock,
         permission_ttl_seconds=ctx.permission_ttl_seconds,
+        message_requests_default=ctx.message_requests_default,
     )
 
 

@@ -26,14 +26,28 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from did.errors import DIDHostUnreachableError, DIDResolutionError
 from did.web import did_host
 from gateway.clock import Clock
 from gateway.errors import RateLimitedError
-from gateway.services.ratelimits import DID_FETCH_DID, DID_FETCH_HOST, RateLimiter
 
 MAX_REMEMBERED_HOSTS = 10_000
+DID_FETCH_HOST = "did_fetch_host"
+"""The rate limiter's rule of fetches per host (``CONFER_DID_FETCH_BUDGET_HOST``)."""
+DID_FETCH_DID = "did_fetch_did"
+"""The rate limiter's rule of fetches per DID (``CONFER_DID_FETCH_BUDGET_DID``)."""
+
+
+class Limiter(Protocol):
+    """What the budget needs of ``services.ratelimits.RateLimiter``."""
+
+    async def check(self, rule: str, key: str) -> None:
+        """Raise RateLimitedError when ``key`` is over ``rule``."""
+
+    async def count(self, rule: str, key: str) -> None:
+        """Count one attempt for ``key`` under ``rule``."""
 
 
 class DIDBudgetExhaustedError(DIDResolutionError):
@@ -84,7 +98,7 @@ class ResolutionBudget:
     """
 
     def __init__(
-        self, limiter: RateLimiter, clock: Clock, *, per_host_at_once: int, failure_ttl: float
+        self, limiter: Limiter, clock: Clock, *, per_host_at_once: int, failure_ttl: float
     ) -> None:
         self._limiter = limiter
         self._clock = clock

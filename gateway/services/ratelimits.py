@@ -16,6 +16,7 @@ from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 
 from gateway.errors import RateLimitedError
+from gateway.services.did_budget import DID_FETCH_DID, DID_FETCH_HOST
 from gateway.settings import Settings
 
 LOGIN_IP = "login_ip"
@@ -23,8 +24,6 @@ LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
-DID_FETCH_HOST = "did_fetch_host"
-DID_FETCH_DID = "did_fetch_did"
 
 
 def storage_for(settings: Settings) -> Storage:
