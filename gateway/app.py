@@ -58,6 +58,7 @@ from gateway.routes import (
     participants,
     permissions,
     project_memory,
+    reports,
     threads,
     translations,
     web,
@@ -329,7 +330,16 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         methods=["GET", "POST", "DELETE"],
         include_in_schema=False,
     )
-    for module in (api_keys, cards, contacts, message_requests, permissions, translations, ops):
+    for module in (
+        api_keys,
+        cards,
+        contacts,
+        message_requests,
+        permissions,
+        reports,
+        translations,
+        ops,
+    ):
         app.include_router(module.router)
     web.install_web(app)
     return app

@@ -270,6 +270,9 @@ class Settings(BaseSettings):
     rate_limit_login_ip: str = "30/minute;300/hour"
     rate_limit_login_account: str = "10/minute;50/hour"
     rate_limit_register_ip: str = "20/hour"
+    rate_limit_reports: str = Field(
+        default="10/hour;50/day", description="Reports one user may file (limits syntax)."
+    )
     argon2_time_cost: int = Field(default=3, ge=1)
     argon2_memory_kib: int = Field(default=65536, ge=8)
     argon2_parallelism: int = Field(default=4, ge=1)

@@ -3,7 +3,7 @@ users' reports and the admin queue, message requests."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -79,3 +79,55 @@ class MessageRequestList(ConferModel):
     """``GET /v1/message-requests``: pending requests, newest first."""
 
     items: list[MessageRequestPublic]
+
+
+ReportCategory = Literal["spam", "abuse", "harassment", "illegal", "impersonation", "other"]
+
+
+class ReportCreate(ConferModel):
+    """``POST /v1/reports``: report a ``message`` (by ``message_id``, one you can read), a
+    ``user`` or a ``peer`` (by ``did``; a peer may also be an instance ``domain``)."""
+
+    target_type: Literal["message", "user", "peer"]
+    message_id: str | None = Field(default=None, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+    did: str | None = Field(default=None, max_length=255)
+    domain: str | None = Field(default=None, max_length=255)
+    category: ReportCategory
+    text: str | None = Field(default=None, max_length=2000)
+
+
+class ReportPublic(ConferModel):
+    """A report and, once resolved, the admin's action."""
+
+    id: str
+    reporter_id: str
+    target_type: str
+    message_id: str | None = None
+    target_user_id: str | None = None
+    target_did: str | None = None
+    category: str
+    text: str | None = None
+    snapshot: dict[str, Any] | None = None
+    """The reported message as it was when reported (kept for the admin even if it changes
+    or is deleted: a peer's message may be edited or gone from its instance)."""
+    status: Literal["open", "resolved"]
+    action: str | None = None
+    resolution_note: str | None = None
+    resolved_by: str | None = None
+    resolved_at: Timestamp | None = None
+    created_at: Timestamp
+
+
+class ReportPage(ConferModel):
+    """A page of reports, newest first."""
+
+    items: list[ReportPublic]
+
+
+class ReportResolve(ConferModel):
+    """``POST /v1/admin/reports/{id}/resolve``: ``dismiss``; ``delete_message`` (the reported
+    message); ``block_peer`` (the peer's domain joins the deny list); ``suspend_user`` (the
+    reported local user is disabled)."""
+
+    action: Literal["dismiss", "delete_message", "block_peer", "suspend_user"]
+    note: str | None = Field(default=None, max_length=2000)

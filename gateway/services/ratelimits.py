@@ -22,6 +22,7 @@ from gateway.settings import Settings
 LOGIN_IP = "login_ip"
 LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
+REPORT_USER = "report_user"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
 
@@ -49,6 +50,7 @@ class RateLimiter:
             LOGIN_IP: parse_many(settings.rate_limit_login_ip),
             LOGIN_ACCOUNT: parse_many(settings.rate_limit_login_account),
             REGISTER_IP: parse_many(settings.rate_limit_register_ip),
+            REPORT_USER: parse_many(settings.rate_limit_reports),
             PEER_DOMAIN: parse_many(settings.peer_rate_limit_domain),
             PEER_AGENT: parse_many(settings.peer_rate_limit_agent),
             DID_FETCH_HOST: parse_many(settings.did_fetch_budget_host),
