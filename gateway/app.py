@@ -275,6 +275,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             {"name": "agents", "description": "Your own agents and the provider catalog."},
             {"name": "admin", "description": "Instance administration (admins only)."},
             {"name": "conversations", "description": "Contacts, conversations, messages."},
+            {"name": "moderation", "description": "Reports of messages, users and peers."},
             {"name": "identity", "description": "did:web DID documents."},
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
             {"name": "memory", "description": "Agent memories, knowledge, search."},

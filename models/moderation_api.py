@@ -10,11 +10,42 @@ from pydantic import ConfigDict, Field
 from .base import ConferModel, Timestamp
 
 _TIME = "2026-11-30T09:15:00Z"
+_REPORT = {
+    "id": "01J9Z8Q6X3V5N2K7M4R1T0W8YC",
+    "reporter_id": "01J9Z8Q6X3V5N2K7M4R1T0W8YD",
+    "target_type": "message",
+    "message_id": "01J9Z8Q6X3V5N2K7M4R1T0W8YE",
+    "target_user_id": None,
+    "target_did": "did:web:spam.example:users:eve",
+    "category": "spam",
+    "text": "unsolicited ads",
+    "snapshot": {"content": "buy cheap watches", "sender_did": "did:web:spam.example:users:eve"},
+    "status": "open",
+    "action": None,
+    "resolution_note": None,
+    "resolved_by": None,
+    "resolved_at": None,
+    "created_at": _TIME,
+}
 
 
 class PolicyEntryPublic(ConferModel):
     """One allow or deny list entry: a domain, ``*.domain`` (its subdomains), either with an
     optional ``:port``, or one did:web DID."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "pattern": "*.spam.example",
+                    "list": "deny",
+                    "note": "spam",
+                    "created_by": None,
+                    "created_at": _TIME,
+                }
+            ]
+        }
+    )
 
     pattern: str
     list: Literal["allow", "deny"]
@@ -53,12 +84,20 @@ class PolicyModeUpdate(ConferModel):
     """``PATCH /v1/admin/federation/policy``: ``open`` (every peer), ``denylist`` (all but the
     deny list) or ``allowlist`` (only the allow list, never the deny list)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"mode": "denylist"}]})
+
     mode: Literal["open", "allowlist", "denylist"]
 
 
 class PolicyEntryCreate(ConferModel):
     """``POST /v1/admin/federation/policy/entries``: put ``pattern`` on a list (an entry already
     on the other list moves)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"pattern": "*.spam.example", "list": "deny", "note": "spam"}]
+        }
+    )
 
     pattern: str = Field(min_length=1, max_length=255, examples=["*.example.org"])
     list: Literal["allow", "deny"]
@@ -99,6 +138,8 @@ class ReportCreate(ConferModel):
 class ReportPublic(ConferModel):
     """A report and, once resolved, the admin's action."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [_REPORT]})
+
     id: str
     reporter_id: str
     target_type: str
@@ -121,6 +162,8 @@ class ReportPublic(ConferModel):
 class ReportPage(ConferModel):
     """A page of reports, newest first."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_REPORT]}]})
+
     items: list[ReportPublic]
 
 
@@ -128,6 +171,12 @@ class ReportResolve(ConferModel):
     """``POST /v1/admin/reports/{id}/resolve``: ``dismiss``; ``delete_message`` (the reported
     message); ``block_peer`` (the peer's domain joins the deny list); ``suspend_user`` (the
     reported local user is disabled)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"action": "block_peer", "note": "spam from that instance"}]
+        }
+    )
 
     action: Literal["dismiss", "delete_message", "block_peer", "suspend_user"]
     note: str | None = Field(default=None, max_length=2000)

@@ -15,7 +15,7 @@ from gateway.services import reports as service
 from gateway.storage import attachment_storage
 from models.moderation_api import ReportCreate, ReportPage, ReportPublic, ReportResolve
 
-router = APIRouter(tags=["moderation"], responses=problems(401, 422))
+router = APIRouter(responses=problems(401, 422))
 
 ReportId = Annotated[str, Path(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
 
@@ -35,7 +35,9 @@ async def file_report(
     )
 
 
-@router.get("/v1/admin/reports", summary="The moderation queue", responses=problems(403))
+@router.get(
+    "/v1/admin/reports", summary="The moderation queue", tags=["admin"], responses=problems(403)
+)
 async def list_reports(
     _: Admin,
     state: State,
@@ -51,6 +53,7 @@ async def list_reports(
 @router.post(
     "/v1/admin/reports/{report_id}/resolve",
     summary="Resolve a report",
+    tags=["admin"],
     responses=problems(403, 404),
 )
 async def resolve_report(
