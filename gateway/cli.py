@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
@@ -15,7 +14,7 @@ import uvicorn
 from gateway import cli_concepts, cli_federation, cli_memory, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, database_url
-from gateway.db import create_pool
+from gateway.cli_pool import with_pool
 from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
 from gateway.services import keys as keys_service
@@ -116,7 +115,7 @@ def did() -> None:
     async def show(pool: asyncpg.Pool) -> Identity:
         return await load_identity(pool, public_url=settings.public_url, recorded=True)
 
-    identity = asyncio.run(_with_pool(settings, show))
+    identity = asyncio.run(with_pool(settings, show))
     typer.echo(identity.did)
     typer.echo(f"{identity.public_url}/.well-known/did.json")
 
@@ -127,16 +126,6 @@ async def _instance_identity(pool: asyncpg.Pool, settings: Settings) -> Identity
     identity = await load_identity(pool, public_url=settings.public_url, recorded=True)
     await check_public_url(pool, identity)
     return identity
-
-
-async def _with_pool(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    url = database_url(settings)
-    await asyncio.to_thread(migrations.upgrade, url)
-    pool = await create_pool(url, min_size=1, max_size=2)
-    try:
-        return await work(pool)
-    finally:
-        await pool.close()
 
 
 @app.command("create-admin")
@@ -154,7 +143,7 @@ def create_admin(
         return await ensure_admin(pool, identity, settings, username, password)
 
     try:
-        typer.echo(asyncio.run(_with_pool(settings, work)))
+        typer.echo(asyncio.run(with_pool(settings, work)))
     except PublicURLChangedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -186,7 +175,7 @@ def admin_set_password(
         return await set_password(pool, settings, username, password)
 
     try:
-        revoked = asyncio.run(_with_pool(settings, work))
+        revoked = asyncio.run(with_pool(settings, work))
     except ConferError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc
@@ -212,7 +201,7 @@ def rotate_encryption_key() -> None:
         return await reencrypt_all(pool, keyring)
 
     try:
-        changed, total = asyncio.run(_with_pool(settings, work))
+        changed, total = asyncio.run(with_pool(settings, work))
     except ConferError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc
@@ -248,7 +237,7 @@ app.add_typer(keys_app, name="keys")
 @keys_app.command("list")
 def keys_list() -> None:
     """Show the listed federation keys: fragment, created, retired."""
-    for row in asyncio.run(_with_pool(Settings(), keys_service.list_keys)):
+    for row in asyncio.run(with_pool(Settings(), keys_service.list_keys)):
         state = f"retired {row.retired_at:%Y-%m-%d %H:%M}" if row.retired_at else "active"
         typer.echo(f"{row.fragment}\t{row.created_at:%Y-%m-%d %H:%M}\t{state}")
 
@@ -256,7 +245,7 @@ def keys_list() -> None:
 @keys_app.command("rotate")
 def keys_rotate() -> None:
     """Add a new signing key; the old one keeps verifying until removed. Restart to sign."""
-    fragment = asyncio.run(_with_pool(Settings(), keys_service.rotate))
+    fragment = asyncio.run(with_pool(Settings(), keys_service.rotate))
     typer.echo(f"new active key: #{fragment} (restart the gateway processes to sign with it)")
 
 
@@ -264,7 +253,7 @@ def keys_rotate() -> None:
 def keys_remove(fragment: str = typer.Argument(help="A retired key, e.g. key-1")) -> None:
     """Unlist a retired key from the DID documents: signatures made with it stop verifying."""
     try:
-        asyncio.run(_with_pool(Settings(), lambda pool: keys_service.remove(pool, fragment)))
+        asyncio.run(with_pool(Settings(), lambda pool: keys_service.remove(pool, fragment)))
     except NotFoundError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc

@@ -14,10 +14,8 @@ from typing import TypeVar
 import asyncpg
 import typer
 
-from gateway import migrations
-from gateway.app import database_url
+from gateway.cli_pool import with_pool
 from gateway.clock import Clock
-from gateway.db import create_pool
 from gateway.errors import ConferError
 from gateway.services import federation_policy as service
 from gateway.settings import Settings
@@ -29,17 +27,8 @@ app = typer.Typer(help="The instance federation policy: allow and deny lists, mo
 
 
 def _run(work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    async def go() -> T:
-        url = database_url(Settings())
-        await asyncio.to_thread(migrations.upgrade, url)
-        pool = await create_pool(url, min_size=1, max_size=2)
-        try:
-            return await work(pool)
-        finally:
-            await pool.close()
-
     try:
-        return asyncio.run(go())
+        return asyncio.run(with_pool(Settings(), work))
     except ConferError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from .base import ConferModel, Timestamp
 
 _TIME = "2026-11-30T09:15:00Z"
-_REPORT = {
+_REPORT: JsonDict = {
     "id": "01J9Z8Q6X3V5N2K7M4R1T0W8YC",
     "reporter_id": "01J9Z8Q6X3V5N2K7M4R1T0W8YD",
     "target_type": "message",

@@ -3,13 +3,14 @@ inbox until the user accepts or declines them (``services.message_requests``).""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
 from gateway.deps import Current, State
 from gateway.routes import problems
 from gateway.services import message_requests as service
+from gateway.services.accounts import Authenticated
 from gateway.store.message_requests import MessageRequestRow
 from models.moderation_api import MessageRequestList, MessageRequestPublic
 
@@ -43,15 +44,7 @@ async def accept(
     conversation_id: ConversationId, current: Current, state: State
 ) -> MessageRequestPublic:
     """The conversation joins the inbox and the sender becomes a contact."""
-    row = await service.decide(
-        state.pool,
-        state.hub,
-        state.clock,
-        user_id=current.user.id,
-        conversation_id=conversation_id,
-        decision="accepted",
-    )
-    return _public(row)
+    return await _decide(state, current, conversation_id, "accepted")
 
 
 @router.post(
@@ -63,12 +56,21 @@ async def decline(
     conversation_id: ConversationId, current: Current, state: State
 ) -> MessageRequestPublic:
     """The conversation stays apart (to block the sender as well, mark the contact blocked)."""
+    return await _decide(state, current, conversation_id, "declined")
+
+
+async def _decide(
+    state: State,
+    current: Authenticated,
+    conversation_id: str,
+    decision: Literal["accepted", "declined"],
+) -> MessageRequestPublic:
     row = await service.decide(
         state.pool,
         state.hub,
         state.clock,
         user_id=current.user.id,
         conversation_id=conversation_id,
-        decision="declined",
+        decision=decision,
     )
     return _public(row)
