@@ -53,10 +53,15 @@ async def accept(
     responses=problems(404),
 )
 async def decline(
-    conversation_id: ConversationId, current: Current, state: State
+    conversation_id: ConversationId,
+    current: Current,
+    state: State,
+    block: Annotated[
+        bool, Query(description="Also block the sender (their later messages are refused).")
+    ] = False,
 ) -> MessageRequestPublic:
-    """The conversation stays apart (to block the sender as well, mark the contact blocked)."""
-    return await _decide(state, current, conversation_id, "declined")
+    """The conversation stays apart; with ``block=true`` the sender is blocked too."""
+    return await _decide(state, current, conversation_id, "declined", block)
 
 
 async def _decide(
@@ -64,6 +69,7 @@ async def _decide(
     current: Authenticated,
     conversation_id: str,
     decision: Literal["accepted", "declined"],
+    block: bool = False,
 ) -> MessageRequestPublic:
     row = await service.decide(
         state.pool,
@@ -72,5 +78,6 @@ async def _decide(
         user_id=current.user.id,
         conversation_id=conversation_id,
         decision=decision,
+        block=block,
     )
     return _public(row)

@@ -107,10 +107,12 @@ async def decide(
     user_id: str,
     conversation_id: str,
     decision: Literal["accepted", "declined"],
+    block: bool = False,
 ) -> store.MessageRequestRow:
     """Accept (the conversation joins the inbox, the sender becomes a contact) or decline the
-    request; ``message_request.decided`` reaches the user's devices. Raises
-    ConversationNotFoundError when the user has no request there."""
+    request — with ``block``, the sender is also marked blocked in the user's contacts, so
+    the federation door refuses it; ``message_request.decided`` reaches the user's devices.
+    Raises ConversationNotFoundError when the user has no request there."""
     async with transaction(pool) as tx:
         row = await store.decide(
             tx.conn,
@@ -123,7 +125,9 @@ async def decide(
             raise ConversationNotFoundError("no message request in that conversation")
         if decision == "accepted":
             await store.mark_contact(tx.conn, user_id=user_id, did=row.sender_did)
-        data = {"conversation_id": conversation_id, "state": decision}
+        elif block:
+            await store.block_sender(tx.conn, user_id=user_id, did=row.sender_did)
+        data = {"conversation_id": conversation_id, "state": decision, "blocked": block}
         await hub.append(tx, [user_id], REQUEST_DECIDED, data, conversation_id=conversation_id)
     return row
 

@@ -147,6 +147,23 @@ async def mark_contact(conn: asyncpg.Connection, *, user_id: str, did: str) -> N
     )
 
 
+async def block_sender(conn: asyncpg.Connection, *, user_id: str, did: str) -> None:
+    """Mark the peer ``did`` blocked in the user's contacts (``trust_level`` in
+    ``policy_overrides_json``), adding the contact when needed; the federation door then
+    refuses it (``peer_blocked``)."""
+    await conn.execute(
+        """INSERT INTO peer_contacts (id, user_id, peer_id, added_via, policy_overrides_json)
+           SELECT $1, $2, p.id, 'message_request', '{"trust_level": "blocked"}'::jsonb
+           FROM peer_agents p WHERE p.did = $3
+           ON CONFLICT (user_id, peer_id) DO UPDATE SET policy_overrides_json =
+             COALESCE(peer_contacts.policy_overrides_json, '{}'::jsonb)
+             || '{"trust_level": "blocked"}'::jsonb""",
+        new_id(),
+        user_id,
+        did,
+    )
+
+
 async def get_message_requests_preference(
     conn: asyncpg.Connection, *, user_id: str, default: bool
 ) -> bool:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from tests.gateway.harness import Instance, User, next_event, run_instance
+from tests.gateway.test_delivery_status import delivery_event
 
 
 async def event_types(instance: Instance, user: User) -> list[str]:
@@ -92,6 +93,7 @@ async def test_a_remote_strangers_messages_wait_until_accepted(make_database) ->
             assert (await next_event(ws, "message_request.decided", 10))["data"] == {
                 "conversation_id": held,
                 "state": "accepted",
+                "blocked": False,
             }
             inbox = await listed(bob)
             assert inbox[held]["request"] is None and inbox[held]["membership"]["unread"] == 2
@@ -103,6 +105,22 @@ async def test_a_remote_strangers_messages_wait_until_accepted(make_database) ->
             assert (await bob.request("GET", "/v1/message-requests")).json()["items"] == []
             again = await bob.request("POST", f"/v1/message-requests/{alice.profile['id']}/accept")
             assert again.status_code == 404
+
+        # Decline and block: the stranger's next message is refused at B's door.
+        eve = await a.register("eve")
+        async with eve.websocket() as eve_ws, bob.websocket() as ws:
+            eve_cid = (await eve.direct_with(bob.did))["id"]
+            await eve.send(eve_cid, "hello from eve")
+            request = (await next_event(ws, "message_request.created", 30))["data"]
+            blocked = await bob.request(
+                "POST",
+                f"/v1/message-requests/{request['conversation_id']}/decline",
+                params={"block": "true"},
+            )
+            assert blocked.status_code == 200 and blocked.json()["state"] == "declined"
+            refused = await eve.send(eve_cid, "hello again")
+            failed = (await delivery_event(eve_ws, refused["id"], "failed"))["delivery"]
+            assert "HTTP 403" in failed["reason"] and "peer_blocked" in failed["reason"]
 
 
 async def dave_inbox(alice: User, dave: User) -> None:
