@@ -162,8 +162,16 @@ class _Target:
         return f"{host.lower()}:{port}"
 
 
-def _derived_value(name: str, params: ParamsType, method: str, target: _Target) -> str:
-    """Value of a request derived component (RFC 9421 §2.2.1–§2.2.8)."""
+def _derived_value(
+    name: str, params: ParamsType, method: str, target: _Target | None, status: int | None
+) -> str:
+    """Value of a derived component (RFC 9421 §2.2.1–§2.2.9)."""
+    if name == "@status":
+        if status is None:
+            raise SignatureMalformedError("@status is a response component (RFC 9421 §2.2.9)")
+        return str(status)
+    if target is None:
+        raise SignatureMalformedError(f"derived component {name!r} is not in a response")
     path = target.path or "/"
     if name == "@method":
         return method
@@ -216,20 +224,22 @@ def signature_base(
     params_value: str,
     *,
     method: str,
-    url: str,
+    url: str | None,
     headers: HeadersLike,
+    status: int | None = None,
 ) -> bytes:
     """Build the RFC 9421 §2.5 signature base as ASCII bytes (LF-separated, no final LF).
 
     ``components`` are identifier strings (module docstring); ``params_value`` is the
     serialised inner list and parameters, used verbatim as the ``@signature-params``
-    value; ``url`` is the absolute target URI, still percent-encoded.
+    value; ``url`` is the absolute target URI, still percent-encoded (None for a response,
+    whose ``status`` code is the ``@status`` component, §2.2.9).
 
     Raises ``SignatureMalformedError`` (duplicate, unknown or unsupported component,
     relative URL, CR/LF in a value, non-ASCII base) and ``SignatureComponentsError``
     (covered field or query parameter absent from the message).
     """
-    target = _Target.parse(url)
+    target = _Target.parse(url) if url is not None else None
     lines: list[str] = []
     seen: set[tuple[str, frozenset[tuple[str, BareItemType]]]] = set()
     for component in components:
@@ -241,7 +251,7 @@ def signature_base(
             raise SignatureMalformedError(f"component {component!r} is covered twice")
         seen.add(key)
         if name.startswith("@"):
-            value = _derived_value(name, params, method, target)
+            value = _derived_value(name, params, method, target, status)
         else:
             value = _field_value(headers, name)
         lines.append(f"{_serialise_identifier(name, params)}: {value}")

@@ -60,10 +60,14 @@ __all__ = [
     "field_lines",
     "parse_signature",
     "sign_request",
+    "sign_response",
     "signature_base",
     "verify_request",
+    "verify_response",
 ]
 
+RESPONSE_COMPONENTS = ("@status", "content-type", "content-digest")
+"""What a signed response of ours covers (RFC 9421 §2.2.9, §7.2.8)."""
 DEFAULT_COMPONENTS = ("@method", "@authority", "@path", "@query", "content-type", "content-digest")
 FETCH_COMPONENTS = ("@method", "@authority", "@path", "@query")
 """Components a signed GET covers (no body, so no ``content-type`` or ``content-digest``)."""
@@ -257,6 +261,7 @@ def sign_request(
     components: Sequence[str] = DEFAULT_COMPONENTS,
     label: str = "sig1",
     include_alg: bool = True,
+    status: int | None = None,
 ) -> dict[str, str]:
     """Sign a request with Ed25519 (RFC 9421 §3.1, §3.3.6) and return the fields to add.
 
@@ -292,6 +297,7 @@ def sign_request(
         method=method,
         url=url,
         headers=_all_lines(headers) + list(added.items()),
+        status=status,
     )
     added["Signature-Input"] = http_sf.ser({label: inner})
     added["Signature"] = http_sf.ser({label: private_key.sign(base)})
@@ -374,6 +380,65 @@ def verify_request(
         verify_content_digest(", ".join(lines) if lines else None, body)
     base = signature_base(
         parsed.components, parsed.params_value, method=method, url=url, headers=headers
+    )
+    try:
+        public_key.verify(parsed.signature, base)
+    except InvalidSignature:
+        raise SignatureVerificationError("signature does not verify") from None
+
+
+def sign_response(
+    *,
+    status: int,
+    headers: HeadersLike,
+    body: bytes,
+    private_key: Ed25519PrivateKey,
+    keyid: str,
+    created: int,
+    expires: int,
+    nonce: str,
+) -> dict[str, str]:
+    """Sign a response (RFC 9421 §2.2.9, §3.1) over :data:`RESPONSE_COMPONENTS`; the fields
+    to add, as :func:`sign_request` returns them (``Content-Digest`` included)."""
+    return sign_request(
+        method="",
+        url="http://response.invalid/",  # never read: a response covers no request component
+        headers=headers,
+        body=body,
+        private_key=private_key,
+        keyid=keyid,
+        created=created,
+        expires=expires,
+        nonce=nonce,
+        components=RESPONSE_COMPONENTS,
+        status=status,
+    )
+
+
+def verify_response(
+    parsed: SignatureInput,
+    *,
+    status: int,
+    headers: HeadersLike,
+    body: bytes,
+    public_key: Ed25519PublicKey,
+    now: int,
+    max_age: int = 300,
+    clock_skew: int = 5,
+) -> None:
+    """Verify a signed response (RFC 9421 §3.2 with ``@status``, §2.2.9): the window, the
+    ``Content-Digest`` over ``body`` and the signature. Raises as :func:`verify_request`."""
+    check_signature_params(
+        parsed,
+        now=now,
+        required_components=RESPONSE_COMPONENTS,
+        max_age=max_age,
+        clock_skew=clock_skew,
+        require_expires=True,
+    )
+    verify_content_digest(", ".join(field_lines(headers, "content-digest")) or None, body)
+    base = signature_base(
+        parsed.components, parsed.params_value, method="", url=None, headers=headers, status=status
     )
     try:
         public_key.verify(parsed.signature, base)

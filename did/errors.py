@@ -24,6 +24,11 @@ class DIDResolutionError(DIDError):
     code = "did_unresolvable"
 
 
+class DIDHostUnreachableError(DIDResolutionError):
+    """The DID's host could not be reached or did not finish answering in time (connection
+    refused or reset, TLS failure, timeout): a failure of the host, not of one DID."""
+
+
 class AddressRefusedError(DIDResolutionError):
     """The URL's host resolves to an address the outbound policy forbids (loopback, private,
     link-local, …; ``did.outbound``). Nothing was sent to it."""

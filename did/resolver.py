@@ -19,8 +19,9 @@ did:web §3.2 Read (Resolve) plus the defences DESIGN.md ("Identity") and protoc
 - An ``ETag`` (kept to revalidate with ``If-None-Match``) is at most ``MAX_ETAG_LENGTH``
   visible ASCII characters (RFC 9110 §8.8.3); a longer or stranger one fails the resolution.
 
-Every failure is a DIDResolutionError or DIDDocumentError with a precise ``detail``; no httpx
-exception escapes.
+Every failure is a DIDResolutionError (DIDHostUnreachableError when the host itself could not
+be reached or timed out) or DIDDocumentError with a precise ``detail``; no httpx exception
+escapes.
 """
 
 import asyncio
@@ -33,7 +34,7 @@ from typing import Any
 import httpx
 
 from did.document import DIDDocument, parse_did_document
-from did.errors import DIDResolutionError
+from did.errors import DIDHostUnreachableError, DIDResolutionError
 from did.outbound import DEFAULT_PORTS, IPNetwork, OutboundPolicy
 from did.web import did_to_url
 
@@ -109,7 +110,13 @@ class DIDResolver:
             async with asyncio.timeout(self._timeout):
                 return await self._resolve(did, url, etag)
         except TimeoutError as exc:
-            raise DIDResolutionError(f"resolving {did} took longer than {self._timeout}s") from exc
+            raise DIDHostUnreachableError(
+                f"resolving {did} took longer than {self._timeout}s"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise DIDHostUnreachableError(
+                f"fetching the DID document of {did} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
             raise DIDResolutionError(
                 f"fetching the DID document of {did} failed: {type(exc).__name__}: {exc}"

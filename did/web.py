@@ -67,6 +67,16 @@ def did_to_url(did: str, *, allow_http: bool = False) -> str:
     return f"{scheme}://{parsed.authority}{parsed.document_path}"
 
 
+def did_host(did: str) -> tuple[str, int | None]:
+    """The lower-cased host and the port (None when absent) of a did:web DID (did:web §3.1):
+    ``did:web:example.com%3A3000:users:alice`` → ``("example.com", 3000)``.
+
+    Raises InvalidDIDError for anything outside the syntax in the module docstring.
+    """
+    parsed = _parse_did(did)
+    return parsed.host, parsed.port
+
+
 def did_document_path(did: str) -> str:
     """The path part of the DID document URL, e.g. ``/users/alice/did.json`` or
     ``/.well-known/did.json`` (did:web §3.2 steps 1, 4, 5). Raises InvalidDIDError."""

@@ -25,6 +25,8 @@ from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
 from gateway.db import create_pool
 from gateway.embedded import embedded_postgres_url
+from gateway.errors import FederationRefusedError
+from gateway.federation_auth import refusal_handler
 from gateway.http_errors import install_error_handlers
 from gateway.logs import RequestIdMiddleware, backends, bind_instance, startup_banner
 from gateway.mcp.deps import ToolDeps
@@ -34,6 +36,7 @@ from gateway.middleware import BodyLimitMiddleware
 from gateway.realtime.backends import start_hub
 from gateway.routes import (
     admin,
+    admin_federation,
     agent_context,
     agents,
     api_keys,
@@ -49,6 +52,7 @@ from gateway.routes import (
     install_problem_schema,
     me,
     memory,
+    message_requests,
     messages,
     oauth,
     ops,
@@ -57,6 +61,7 @@ from gateway.routes import (
     permissions,
     project_memory,
     push,
+    reports,
     threads,
     translations,
     web,
@@ -64,7 +69,9 @@ from gateway.routes import (
 from gateway.services.accounts import Accounts
 from gateway.services.consent import Deciding
 from gateway.services.context import build_context_services
+from gateway.services.did_budget import ResolutionBudget
 from gateway.services.encryption import Keyring
+from gateway.services.federation_policy import FederationPolicy, run_policy_listener
 from gateway.services.group_home import HomeLink
 from gateway.services.identity import check_public_url, load_identity
 from gateway.services.limits import PeerRateLimiter, PostgresNonceStore, RedisNonceStore
@@ -162,6 +169,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 allowed_networks=settings.outbound_allowed_networks,
             )
             resolver = DIDResolver(http, allow_http=settings.allow_http_dids, policy=policy)
+            federation_policy = FederationPolicy(local_did=identity.did)
+            await federation_policy.reload(pool)
             context = build_context_services(
                 pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
             )
@@ -184,6 +193,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ttl=settings.peer_cache_ttl_seconds,
                     allow_http=settings.allow_http_dids,
                     local=LocalDocuments(pool, identity),
+                    failure_ttl=settings.did_failure_ttl_seconds,
+                    policy=federation_policy,
+                    budget=ResolutionBudget(
+                        accounts.limiter,
+                        clock,
+                        per_host_at_once=settings.did_fetch_concurrency_host,
+                        failure_ttl=settings.did_failure_ttl_seconds,
+                    ),
                 ),
                 hub=hub,
                 context=context,
@@ -191,6 +208,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 agent_queue=agent_queue,
                 storage=storage,
                 task_events=TaskEvents(hub.bus),
+                federation_policy=federation_policy,
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (
@@ -233,13 +251,21 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 max_attempts=settings.agent_task_max_attempts,
                 lease_seconds=settings.agent_task_lease_seconds,
                 queue=agent_queue,
+                max_per_owner=settings.agent_max_running_per_owner,
+                max_per_peer=settings.agent_max_running_per_peer,
             )
             deciding = Deciding(hub, agent_queue, app.state.confer.task_events, clock)
             sweep = settings.permission_sweep_seconds
             workers: list[tuple[str, WorkerFactory]] = [
                 (
                     "delivery",
-                    DeliveryWorker(pool, http, identity, clock, settings, policy, hub).run,
+                    DeliveryWorker(
+                        pool, http, identity, clock, settings, policy, hub, federation_policy
+                    ).run,
+                ),
+                (
+                    "federation-policy",
+                    lambda: run_policy_listener(pool, federation_policy),
                 ),
                 (
                     "attachment-fetch",
@@ -315,6 +341,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             {"name": "agents", "description": "Your own agents and the provider catalog."},
             {"name": "admin", "description": "Instance administration (admins only)."},
             {"name": "conversations", "description": "Contacts, conversations, messages."},
+            {"name": "moderation", "description": "Reports of messages, users and peers."},
             {"name": "identity", "description": "did:web DID documents."},
             {"name": "federation", "description": "A2A 1.0 endpoints for signed peers."},
             {"name": "memory", "description": "Agent memories, knowledge, search."},
@@ -327,6 +354,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
+    app.add_exception_handler(FederationRefusedError, refusal_handler)
     install_problem_schema(app)
     app.add_middleware(
         BodyLimitMiddleware,
@@ -351,6 +379,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         me,
         agents,
         admin,
+        admin_federation,
         conversations,
         messages,
         participants,
@@ -377,7 +406,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         api_keys,
         cards,
         contacts,
+        message_requests,
         permissions,
+        reports,
         translations,
         ops,
         oauth,

@@ -19,10 +19,10 @@ import typer
 import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
 
-from gateway import cli_concepts, cli_memory, migrations
+from gateway import cli_concepts, cli_federation, cli_memory, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, direct_database_url
-from gateway.db import create_pool
+from gateway.cli_pool import with_pool
 from gateway.embedded import running_embedded_url, stop_embedded_postgres
 from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
@@ -221,7 +221,7 @@ def did() -> None:
     async def show(pool: asyncpg.Pool) -> Identity:
         return await load_identity(pool, public_url=settings.public_url, recorded=True)
 
-    identity = asyncio.run(_with_pool(settings, show))
+    identity = asyncio.run(with_pool(settings, show))
     typer.echo(identity.did)
     typer.echo(f"{identity.public_url}/.well-known/did.json")
 
@@ -232,16 +232,6 @@ async def _instance_identity(pool: asyncpg.Pool, settings: Settings) -> Identity
     identity = await load_identity(pool, public_url=settings.public_url, recorded=True)
     await check_public_url(pool, identity)
     return identity
-
-
-async def _with_pool(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    url = direct_database_url(settings)
-    await asyncio.to_thread(migrations.upgrade, url)
-    pool = await create_pool(url, min_size=1, max_size=2)
-    try:
-        return await work(pool)
-    finally:
-        await pool.close()
 
 
 @app.command("create-admin")
@@ -259,7 +249,7 @@ def create_admin(
         return await ensure_admin(pool, identity, settings, username, password)
 
     try:
-        typer.echo(asyncio.run(_with_pool(settings, work)))
+        typer.echo(asyncio.run(with_pool(settings, work)))
     except PublicURLChangedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -267,6 +257,7 @@ def create_admin(
 
 admin_app = typer.Typer(help="Operator work on accounts.")
 app.add_typer(admin_app, name="admin")
+admin_app.add_typer(cli_federation.app, name="federation")
 
 
 def _read_password() -> str:
@@ -290,7 +281,7 @@ def admin_set_password(
         return await set_password(pool, settings, username, password)
 
     try:
-        revoked = asyncio.run(_with_pool(settings, work))
+        revoked = asyncio.run(with_pool(settings, work))
     except ConferError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc
@@ -348,7 +339,7 @@ def rotate_encryption_key() -> None:
         return await reencrypt_all(pool, keyring)
 
     try:
-        changed, total = asyncio.run(_with_pool(settings, work))
+        changed, total = asyncio.run(with_pool(settings, work))
     except ConferError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc
@@ -384,7 +375,7 @@ app.add_typer(keys_app, name="keys")
 @keys_app.command("list")
 def keys_list() -> None:
     """Show the listed federation keys: fragment, created, retired."""
-    for row in asyncio.run(_with_pool(Settings(), keys_service.list_keys)):
+    for row in asyncio.run(with_pool(Settings(), keys_service.list_keys)):
         state = f"retired {row.retired_at:%Y-%m-%d %H:%M}" if row.retired_at else "active"
         typer.echo(f"{row.fragment}\t{row.created_at:%Y-%m-%d %H:%M}\t{state}")
 
@@ -392,7 +383,7 @@ def keys_list() -> None:
 @keys_app.command("rotate")
 def keys_rotate() -> None:
     """Add a new signing key; the old one keeps verifying until removed. Restart to sign."""
-    fragment = asyncio.run(_with_pool(Settings(), keys_service.rotate))
+    fragment = asyncio.run(with_pool(Settings(), keys_service.rotate))
     typer.echo(f"new active key: #{fragment} (restart the gateway processes to sign with it)")
 
 
@@ -400,7 +391,7 @@ def keys_rotate() -> None:
 def keys_remove(fragment: str = typer.Argument(help="A retired key, e.g. key-1")) -> None:
     """Unlist a retired key from the DID documents: signatures made with it stop verifying."""
     try:
-        asyncio.run(_with_pool(Settings(), lambda pool: keys_service.remove(pool, fragment)))
+        asyncio.run(with_pool(Settings(), lambda pool: keys_service.remove(pool, fragment)))
     except NotFoundError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(1) from exc

@@ -77,6 +77,8 @@ async def confer_process(port: int, database_url: str, say: Say) -> AsyncIterato
         "CONFER_DATABASE_URL": database_url,
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
+        # The web client has no screen for message requests yet: the demo's strangers chat.
+        "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",
     }
     log = tempfile.TemporaryFile()
     process = await asyncio.create_subprocess_exec(

@@ -37,6 +37,7 @@ The hierarchy (wire code in brackets)::
         PeerBlockedError [peer_blocked]
         NotGroupMemberError [not_group_member]
         AttachmentForbiddenError [attachment_forbidden]
+        FederationRefusedError [federation_refused]
       NotFoundError [not_found]
         ConversationNotFoundError [conversation_not_found]
         RecipientNotFoundError [recipient_not_found]
@@ -432,6 +433,14 @@ class AgentNotReachableError(ForbiddenError):
 
 class PeerBlockedError(ForbiddenError):
     code, title = "peer_blocked", "The recipient does not accept requests from this peer"
+
+
+class FederationRefusedError(ForbiddenError):
+    """The instance federation policy refuses this peer (its domain or DID is denied, or not
+    on the allow list): an inbound request is answered with a signed JSON-RPC refusal, an
+    outbound delivery fails without being sent, a lookup of the DID is not made."""
+
+    code, title = "federation_refused", "This instance does not federate with that peer"
 
 
 class AttachmentForbiddenError(ForbiddenError):

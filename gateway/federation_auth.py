@@ -11,16 +11,22 @@ Handlers receive a :class:`VerifiedPeer` and never see unverified peer data (Syn
 4. ``nonce`` present and never seen before, across every gateway process (PostgreSQL, or
    Redis when configured).
 
-Every failure is a 401 problem with the precise code, and leaves an ``audit_log`` row.
+Every failure is a 401 problem with the precise code, and leaves an ``audit_log`` row. Before
+the key lookup (so no DID document of a refused peer is ever fetched), the instance federation
+policy (``services.federation_policy``) is applied to the keyid's DID: a refused peer gets a
+403 JSON-RPC error signed by this instance (:func:`signed_refusal`) and an audit row.
 """
 
 from __future__ import annotations
 
+import json
+import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.responses import Response
 
 from a2a.digest import verify_content_digest
 from a2a.errors import A2AError, SignatureMalformedError
@@ -31,12 +37,16 @@ from a2a.signatures import (
     check_signature_params,
     field_lines,
     parse_signature,
+    sign_response,
     verify_request,
 )
 from did.errors import DIDError
+from did.web import split_did_url
 from gateway.deps import State
-from gateway.errors import FederationAuthError
+from gateway.errors import FederationAuthError, FederationRefusedError
+from gateway.http_errors import problem_for
 from gateway.services.callers import VerifiedPeer
+from gateway.services.identity import Identity
 from gateway.services.limits import PostgresNonceStore
 from gateway.store import audit as audit_store
 from models import PeerAgentRow
@@ -76,6 +86,7 @@ async def _check(
     if "content-digest" in parsed.components:
         lines = field_lines(request.headers, "content-digest")
         verify_content_digest(", ".join(lines) if lines else None, body)
+    state.federation_policy.check(split_did_url(parsed.keyid)[0])
     peer, key = await state.peers.authentication_key(parsed.keyid)
     verify_request(
         parsed,
@@ -118,7 +129,7 @@ async def _verify(request: Request, state: State, required: Sequence[str]) -> Ve
     except (A2AError, DIDError) as exc:
         await audit_rejection(state, request, exc.code, exc.detail)
         raise FederationAuthError(exc.code, exc.detail) from exc
-    except FederationAuthError as exc:
+    except (FederationAuthError, FederationRefusedError) as exc:
         await audit_rejection(state, request, exc.wire_code, exc.detail)
         raise
     return VerifiedPeer(peer=peer, keyid=parsed.keyid, body=body)
@@ -133,6 +144,52 @@ async def audit_rejection(state: State, request: Request, code: str, detail: str
             details={"path": request.url.path, "code": code, "detail": detail[:500]},
             ip_address=client_ip(request),
         )
+
+
+FEDERATION_REFUSED_RPC_CODE = -32040
+"""The JSON-RPC error code of a refusal by the federation policy (an implementation-defined
+server error, JSON-RPC 2.0 §5.1); ``error.data.code`` is ``federation_refused``."""
+
+
+def signed_refusal(identity: Identity, exc: FederationRefusedError, now: int) -> Response:
+    """A 403 JSON-RPC error for a peer the federation policy refuses, signed (RFC 9421
+    §2.2.9: ``@status``, ``content-type``, ``content-digest``) with the instance's key under
+    the instance DID, so the peer can tell our refusal from a forgery on the way."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": FEDERATION_REFUSED_RPC_CODE,
+                "message": exc.title,
+                "data": {"code": exc.wire_code, "detail": exc.detail},
+            },
+        },
+        separators=(",", ":"),
+    ).encode()
+    headers = {"Content-Type": "application/json"}
+    key = identity.signing_key
+    headers |= sign_response(
+        status=403,
+        headers=headers,
+        body=body,
+        private_key=key.private_key,
+        keyid=f"{identity.did}#{key.fragment}",
+        created=now,
+        expires=now + identity.signature_window,
+        nonce=secrets.token_urlsafe(16),
+    )
+    return Response(body, status_code=403, headers=headers)
+
+
+async def refusal_handler(request: Request, exc: Exception) -> Response:
+    """Exception handler: a signed JSON-RPC refusal for a signed request, problem details for
+    anything else (a REST call naming a refused peer)."""
+    assert isinstance(exc, FederationRefusedError)
+    if "signature" not in request.headers:
+        return problem_for(exc, request.url.path)
+    state = request.app.state.confer
+    return signed_refusal(state.identity, exc, int(state.clock.time()))
 
 
 Peer = Annotated[VerifiedPeer, Depends(verify_signed_request)]

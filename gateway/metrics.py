@@ -61,7 +61,7 @@ DELIVERIES = Counter(
 )
 DID_RESOLUTIONS = Counter(
     "confer_did_resolutions",
-    "Peer DID lookups by result (cache_hit, fetched, error).",
+    "Peer DID lookups by result (cache_hit, fetched, error, over_budget).",
     ["result"],
     registry=None,
 )

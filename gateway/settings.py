@@ -140,6 +140,11 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_message_chars: int = Field(default=32_000, gt=0)
+    message_requests_default: bool = Field(
+        default=True,
+        description="Hold a stranger's first message apart as a message request for users who "
+        "never set preferences.privacy.message_requests.",
+    )
     max_group_members: int = Field(
         default=256,
         ge=2,
@@ -204,6 +209,20 @@ class Settings(BaseSettings):
         ge=1.0,
         description="A running agent task's lease, renewed every third of it while it runs;"
         " a task whose process died is retried once its lease has run out.",
+    )
+    agent_max_running_per_owner: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Agent tasks running at once for one owner's agents, across processes; "
+        "more wait queued.",
+    )
+    agent_max_running_per_peer: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Agent tasks running at once that one peer DID's messages started, across "
+        "processes and owners; more wait queued.",
     )
     agent_queue_stream: str = Field(
         default="CONFER_AGENT_TASKS",
@@ -286,6 +305,26 @@ class Settings(BaseSettings):
     peer_rate_limit_agent: str = Field(
         default="600/minute", description="Inbound budget per peer DID (limits syntax)."
     )
+    did_fetch_budget_host: str = Field(
+        default="120/minute;1000/hour",
+        description="DID document (and AgentFacts) fetches to one host, however triggered "
+        "(limits syntax); beyond it a cached document is used, else did_unresolvable.",
+    )
+    did_fetch_budget_did: str = Field(
+        default="12/minute;60/hour",
+        description="Fetches of one DID's document: revalidations and refetches after an "
+        "unknown keyid (limits syntax).",
+    )
+    did_fetch_concurrency_host: int = Field(
+        default=4, ge=1, le=64, description="DID fetches to one host at once, per process."
+    )
+    did_failure_ttl_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description="A failed DID lookup (unreachable, 404, malformed or oversized document) "
+        "is answered from memory this long; an unreachable host for all of its DIDs.",
+    )
 
     # Accounts (docs/accounts.md).
     admin_usernames: str = Field(
@@ -304,6 +343,9 @@ class Settings(BaseSettings):
         default="60/minute;600/hour",
         description="Unauthenticated OAuth requests per client IP: client registrations and "
         "authorization requests (each may fetch a client ID metadata document).",
+    )
+    rate_limit_reports: str = Field(
+        default="10/hour;50/day", description="Reports one user may file (limits syntax)."
     )
     argon2_time_cost: int = Field(default=3, ge=1)
     argon2_memory_kib: int = Field(default=65536, ge=8)

@@ -16,6 +16,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
 from gateway.services.context import ContextServices
 from gateway.services.encryption import Keyring
+from gateway.services.federation_policy import FederationPolicy
 from gateway.services.group_home import HomeLink
 from gateway.services.identity import Identity
 from gateway.services.limits import NonceStore, PeerRateLimiter
@@ -62,3 +63,4 @@ class AppState:
     """How a replica asks a group's home instance for a change (built in the lifespan)."""
     signals: Signals | None = None
     """Typing and presence for peers, sent at once and dropped on failure."""
+    federation_policy: FederationPolicy = field(default_factory=FederationPolicy)

@@ -64,6 +64,8 @@ class PrivacyUpdate(ConferModel):
     """JSON ``true`` or ``false`` only: ``"yes"`` or ``1`` is 422, not silently true."""
     notification_preview: StrictBool | None = None
     """False: notifications carry no message text and no names (docs/notifications.md)."""
+    message_requests: StrictBool | None = None
+    """Hold a stranger's first message apart as a message request (default true)."""
 
 
 class PreferencesUpdate(ConferModel):

@@ -296,6 +296,10 @@ class ConversationPublic(ConferModel):
     participants: list[ParticipantPublic]
     archived_at: Timestamp | None = None
     membership: MembershipPublic | None = None
+    request: Literal["pending", "declined"] | None = None
+    """For the viewer: ``pending`` while a stranger's first message waits for them to accept
+    it (held apart from the inbox: not listed, no unread count), ``declined`` after they
+    declined it; None for an ordinary conversation."""
 
 
 class MessageCreate(ConferModel):

@@ -31,7 +31,8 @@ class NotificationPreferences(ConferModel):
 
 class PrivacyPreferences(ConferModel):
     """``UserPreferences.privacy``: whether the user's agent may answer while the user is away,
-    and whether notifications may show who wrote what.
+    and whether notifications may show who wrote what, and whether a stranger's first message is
+    held apart as a message request.
 
     ``notification_preview`` is Confer's addition to the spec's interface (None, as in
     preferences stored before it existed, means true): false keeps message text, sender and
@@ -41,6 +42,8 @@ class PrivacyPreferences(ConferModel):
 
     allow_offline_response: bool
     notification_preview: bool | None = None
+    message_requests: bool | None = None
+    """A Confer extension of the spec's interface: None (unset) means on."""
 
 
 class UserPreferences(ConferModel):

@@ -7,7 +7,7 @@ message's deliveries joins ``messages`` and so never sees these rows; retention 
 like an edit or delete notice once delivered).
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0020"
-down_revision = "0018"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 

@@ -7,10 +7,13 @@ claim that task. It also sweeps the ledger every ``queue.sweep_seconds`` and aft
 so a missed dispatch only delays a task. A claimed task is leased (``lease_seconds``, renewed
 every third of it while it runs): when a process dies, its tasks' leases run out and any
 worker — at its next sweep, or at start — queues them again, or fails them when out of attempts
-or superseded; never lost. A live worker's tasks are never taken from it, and its final write
-checks the lease, so an answer is stored once. Several processes may run workers: claims use
-``FOR UPDATE SKIP LOCKED`` and the partial unique index on running tasks keeps one running
-task per conversation.
+or superseded; never lost. Caps bound the tasks running at once across every process, per
+agent owner (``CONFER_AGENT_MAX_RUNNING_PER_OWNER``) and per peer whose message started them
+(``CONFER_AGENT_MAX_RUNNING_PER_PEER``): a task beyond a cap stays queued and is claimed when
+one of those finishes (the finishing worker sweeps at once; others at their next sweep). A live
+worker's tasks are never taken from it, and its final write checks the lease, so an answer is
+stored once. Several processes may run workers: claims use ``FOR UPDATE SKIP LOCKED`` and the
+partial unique index on running tasks keeps one running task per conversation.
 """
 
 from __future__ import annotations
@@ -112,8 +115,11 @@ class AgentWorker:
         concurrency: int = 4,
         take_seconds: float = 5.0,
         lease_seconds: float = 60.0,
+        max_per_owner: int = 1_000_000,
+        max_per_peer: int = 1_000_000,
     ) -> None:
         self._pool = pool
+        self._caps = {"max_per_owner": max_per_owner, "max_per_peer": max_per_peer}
         self._runtime = runtime
         self._clock = clock
         self._max_attempts = max_attempts
@@ -205,10 +211,7 @@ class AgentWorker:
         while True:
             await self._slots.acquire()
             try:
-                async with self._pool.acquire() as conn:
-                    task = await tasks_store.claim(
-                        conn, now=self._clock.now(), lease_seconds=self._lease_seconds
-                    )
+                task = await self._claim(None)
             except BaseException:
                 self._slots.release()
                 raise
@@ -241,13 +244,7 @@ class AgentWorker:
             return
         await self._slots.acquire()
         try:
-            async with self._pool.acquire() as conn:
-                task = await tasks_store.claim(
-                    conn,
-                    now=self._clock.now(),
-                    task_id=delivery.task_id,
-                    lease_seconds=self._lease_seconds,
-                )
+            task = await self._claim(delivery.task_id)
         except BaseException:
             self._slots.release()
             raise
@@ -256,6 +253,17 @@ class AgentWorker:
         else:
             self._start(task)
         await delivery.ack()
+
+    async def _claim(self, task_id: str | None) -> dict[str, Any] | None:
+        """Claim ``task_id`` (or the oldest claimable task) under the caps per owner and peer."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await tasks_store.claim(
+                conn,
+                now=self._clock.now(),
+                task_id=task_id,
+                lease_seconds=self._lease_seconds,
+                **self._caps,
+            )
 
     def _start(self, task: dict[str, Any]) -> None:
         """Run a claimed task in the background; its slot is already taken."""

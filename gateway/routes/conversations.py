@@ -20,7 +20,7 @@ from models.api import (
     MessagePage,
     MessagePosted,
 )
-from models.base import DIGITS_ONLY
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 
 router = APIRouter(tags=["conversations"])
 
@@ -49,10 +49,20 @@ async def create_conversation(
 
 @router.get("/v1/conversations", summary="List conversations", responses=_ERRORS)
 async def list_conversations(
-    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50
+    current: Current,
+    state: State,
+    limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
+    requests: Annotated[
+        bool,
+        Query(description="Also list message requests (pending or declined), flagged `request`."),
+        TRUE_OR_FALSE,
+    ] = False,
 ) -> list[ConversationPublic]:
-    """The caller's conversations, most recently active first."""
-    return await service.list_conversations(state.pool, current.user, limit, cache_of(state))
+    """The caller's conversations, most recently active first; strangers' message requests
+    are held apart (`GET /v1/message-requests`) unless `requests=true`."""
+    return await service.list_conversations(
+        state.pool, current.user, limit, cache_of(state), requests=requests
+    )
 
 
 def checked_id(conversation_id: str) -> str:
@@ -103,6 +113,7 @@ async def post_message(
         checked_id(conversation_id),
         data,
         idempotency_key=idempotency_key,
+        message_requests_default=state.settings.message_requests_default,
     )
 
 

@@ -95,6 +95,7 @@ def _context(
         storage=state.storage,
         max_message_chars=state.settings.max_message_chars,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
+        message_requests_default=state.settings.message_requests_default,
         peers=state.peers,
         max_group_members=state.settings.max_group_members,
         typing_interval_seconds=state.settings.typing_interval_seconds,

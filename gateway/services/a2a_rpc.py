@@ -92,6 +92,7 @@ class RpcContext:
     storage: AttachmentStorage
     max_message_chars: int
     permission_ttl_seconds: float
+    message_requests_default: bool = True
     peers: PeerDirectory | None = None
     max_group_members: int = 256
     typing_interval_seconds: float = 3.0
@@ -208,6 +209,7 @@ async def _receive(
         queue=ctx.queue,
         clock=ctx.clock,
         permission_ttl_seconds=ctx.permission_ttl_seconds,
+        message_requests_default=ctx.message_requests_default,
     )
 
 

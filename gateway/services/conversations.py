@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Sequence
+from typing import Literal, cast
 
 import asyncpg
 
@@ -34,7 +35,7 @@ from gateway.errors import (
 from gateway.ids import new_id
 from gateway.realtime.ephemeral import EphemeralStore
 from gateway.realtime.hub import EventHub
-from gateway.services import policy
+from gateway.services import message_requests, policy
 from gateway.services.attachments import link_to_message
 from gateway.services.contacts import ContactSettings
 from gateway.services.content import validate_message
@@ -61,6 +62,7 @@ from models.api import (
 )
 
 MESSAGE_CREATED = "message.created"
+RequestState = Literal["pending", "declined"]
 
 
 async def _local_participant(
@@ -172,10 +174,11 @@ async def conversation_public(
     *,
     viewer: User | None = None,
     unread_cache: EphemeralStore | None = None,
+    request: str | None = None,
 ) -> ConversationPublic:
     """The conversation with its participants; with ``viewer``, also their own membership
     (role, notification, last_read_at, exact unread count — cached in ``unread_cache``, see
-    :mod:`gateway.services.unread`)."""
+    :mod:`gateway.services.unread`; 0 while ``request`` says it is a held message request)."""
     rows = await conv_store.list_participants(conn, conversation_id=conversation.id)
     membership = None
     if viewer is not None:
@@ -183,8 +186,16 @@ async def conversation_public(
             conn, conversation_id=conversation.id, user_id=viewer.id
         )
         if mine is not None:
-            unread = await unread_count(
-                conn, unread_cache, conversation=conversation, membership=mine, user_id=viewer.id
+            unread = (
+                0
+                if request is not None
+                else await unread_count(
+                    conn,
+                    unread_cache,
+                    conversation=conversation,
+                    membership=mine,
+                    user_id=viewer.id,
+                )
             )
             membership = MembershipPublic(
                 participant_id=mine.id,
@@ -211,6 +222,7 @@ async def conversation_public(
             for r in rows
         ],
         membership=membership,
+        request=cast(RequestState, request) if viewer is not None else None,
     )
 
 
@@ -302,19 +314,38 @@ async def get_conversation(
         )
         if conversation is None:
             raise ConversationNotFoundError(f"no conversation {conversation_id}")
-        return await conversation_public(conn, conversation, viewer=user, unread_cache=unread_cache)
+        held = await message_requests.held_conversations(conn, user_id=user.id)
+        return await conversation_public(
+            conn,
+            conversation,
+            viewer=user,
+            unread_cache=unread_cache,
+            request=held.get(conversation_id),
+        )
 
 
 async def list_conversations(
-    pool: asyncpg.Pool, user: User, limit: int, unread_cache: EphemeralStore | None = None
+    pool: asyncpg.Pool,
+    user: User,
+    limit: int,
+    unread_cache: EphemeralStore | None = None,
+    *,
+    requests: bool = False,
 ) -> list[ConversationPublic]:
     """The user's conversations, most recently active first (unread counts cached in
-    ``unread_cache`` when given)."""
+    ``unread_cache`` when given). Message requests pending or declined are held apart: left
+    out, or with ``requests`` listed too (with their ``request`` state and no unread count)."""
     async with pool.acquire() as conn:
-        rows = await conv_store.list_conversations_for_user(conn, user_id=user.id, limit=limit)
+        held = await message_requests.held_conversations(conn, user_id=user.id)
+        rows = await conv_store.list_conversations_for_user(
+            conn, user_id=user.id, limit=limit + (len(held) if not requests else 0)
+        )
+        listed = [r for r in rows if requests or r.id not in held][:limit]
         return [
-            await conversation_public(conn, row, viewer=user, unread_cache=unread_cache)
-            for row in rows
+            await conversation_public(
+                conn, row, viewer=user, unread_cache=unread_cache, request=held.get(row.id)
+            )
+            for row in listed
         ]
 
 
@@ -386,6 +417,7 @@ async def post_message(
     data: MessageCreate,
     *,
     idempotency_key: str | None = None,
+    message_requests_default: bool = True,
 ) -> MessagePosted:
     """Store a message from ``user``, queue it for remote participants, push it to devices;
     returns it with its current ``version`` (what a ``PATCH`` names).
@@ -399,7 +431,14 @@ async def post_message(
     await check_agent_policy(pool, user, conversation_id, data)
     async with transaction(pool) as tx:
         message = await store_user_message(
-            tx, hub, queue, user, conversation_id, data, idempotency_key=idempotency_key
+            tx,
+            hub,
+            queue,
+            user,
+            conversation_id,
+            data,
+            idempotency_key=idempotency_key,
+            message_requests_default=message_requests_default,
         )
         # A new message is at version 1; only an idempotent retry may return an earlier,
         # since edited, message, so only then is the version looked up.
@@ -418,6 +457,7 @@ async def store_user_message(
     data: MessageCreate,
     *,
     idempotency_key: str | None = None,
+    message_requests_default: bool = True,
 ) -> Message:
     """The body of :func:`post_message`, inside the caller's unit of work.
 
@@ -487,6 +527,19 @@ async def store_user_message(
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
     local_users = [p["user_id"] for p in participants if p["user_id"]]
     body = message.model_dump(mode="json")
+    if len(local_users) == 2 and len(participants) == 2:  # a direct conversation of two people
+        [other] = [u for u in local_users if u != user.id] or [user.id]
+        if other != user.id and await message_requests.held_for(
+            tx,
+            hub,
+            conversation_id=conversation_id,
+            user_id=other,
+            sender_did=user.did,
+            local_sender=True,
+            message=body,
+            default=message_requests_default,
+        ):
+            local_users = [user.id]  # held apart for the other person: no message.created
     await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
     return message
 

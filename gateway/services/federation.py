@@ -18,7 +18,7 @@ from a2a.protocol import JSONRPCError, SendMessageParams, agent_text_message
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
-from gateway.db import transaction
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     ApiKeyScopeError,
     FederationAuthError,
@@ -28,7 +28,15 @@ from gateway.errors import (
 )
 from gateway.ids import is_ulid, new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import a2a_content, consent, groups, key_consent, outbound, policy
+from gateway.services import (
+    a2a_content,
+    consent,
+    groups,
+    key_consent,
+    message_requests,
+    outbound,
+    policy,
+)
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
@@ -168,6 +176,7 @@ async def receive_message(
     queue: TaskQueue,
     clock: Clock,
     permission_ttl_seconds: float,
+    message_requests_default: bool = True,
 ) -> tuple[TaskRow, bool]:
     """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
@@ -234,6 +243,10 @@ async def receive_message(
             task = await _open_task(
                 conn, now, caller, recipient, params, message, None, held=held, working=working
             )
+            if caller.peer is not None and recipient.agent_id is None:
+                notify = await _unless_requested(
+                    tx, hub, recipient, caller.peer.peer, message, notify, message_requests_default
+                )
             await hub.append(tx, notify, MESSAGE_CREATED, message.model_dump(mode="json"))
         elif verdict.effect == "deny":
             task = await _open_task(conn, now, caller, recipient, params, None, None)
@@ -245,6 +258,30 @@ async def receive_message(
             await consent.announce_request(tx, hub, recipient.user_id, permission, notice)
         await _audit_inbound(conn, caller, recipient, task, verdict, ip)
     return task, True
+
+
+async def _unless_requested(
+    tx: Transaction,
+    hub: EventHub,
+    recipient: Recipient,
+    peer: PeerAgentRow,
+    message: Message,
+    notify: list[str],
+    default: bool,
+) -> list[str]:
+    """``notify`` without the recipient when the message is held as a message request
+    (:mod:`gateway.services.message_requests`)."""
+    held = await message_requests.held_for(
+        tx,
+        hub,
+        conversation_id=message.conversation_id,
+        user_id=recipient.user_id,
+        sender_did=peer.did,
+        local_sender=False,
+        message=message.model_dump(mode="json"),
+        default=default,
+    )
+    return [u for u in notify if u != recipient.user_id] if held else notify
 
 
 async def checked_content(

@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.db import transaction
+from gateway.db import Transaction, transaction
 from gateway.errors import (
     EditConflictError,
     MessageNotFoundError,
@@ -161,22 +161,39 @@ async def delete_message(
         conn = tx.conn
         await require_membership(conn, conversation_id=conversation_id, user=user)
         await _locked_own_message(conn, user, conversation_id, message_id)
-        deleted_at = await change_store.soft_delete(conn, message_id=message_id)
-        await discard_message_files(tx, storage, message_id=message_id)
-        tombstone: dict[str, Any] = {
-            "id": message_id,
-            "conversation_id": conversation_id,
-            "deleted_at": wire_timestamp(deleted_at),
-        }
-        users = await _local_users(conn, conversation_id)
-        await change_store.scrub_events(
-            conn, user_ids=users, message_id=message_id, tombstone=tombstone
-        )
-        await change_store.drop_pending_deliveries(conn, message_id=message_id)
+        await remove_message(tx, hub, storage, conversation_id, message_id, federate=True)
+
+
+async def remove_message(
+    tx: Transaction,
+    hub: EventHub,
+    storage: AttachmentStorage,
+    conversation_id: str,
+    message_id: str,
+    *,
+    federate: bool,
+) -> None:
+    """Soft-delete a message in ``tx`` (its file leaves ``storage``) with its tombstone for
+    local members; with ``federate`` the delete is queued for the conversation's peers too
+    (a moderator removing a peer's message removes our copy only)."""
+    conn = tx.conn
+    deleted_at = await change_store.soft_delete(conn, message_id=message_id)
+    await discard_message_files(tx, storage, message_id=message_id)
+    tombstone: dict[str, Any] = {
+        "id": message_id,
+        "conversation_id": conversation_id,
+        "deleted_at": wire_timestamp(deleted_at),
+    }
+    users = await _local_users(conn, conversation_id)
+    await change_store.scrub_events(
+        conn, user_ids=users, message_id=message_id, tombstone=tombstone
+    )
+    await change_store.drop_pending_deliveries(conn, message_id=message_id)
+    if federate:
         await queue_for_peers(conn, Change.delete(message_id, conversation_id))
-        # cached unread counts go before the devices hear of the delete
-        tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, conversation_id))
-        await hub.append(tx, users, MESSAGE_DELETED, tombstone)
+    # cached unread counts go before the devices hear of the delete
+    tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, conversation_id))
+    await hub.append(tx, users, MESSAGE_DELETED, tombstone)
 
 
 async def list_thread(

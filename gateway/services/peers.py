@@ -3,15 +3,15 @@
 Store first, fetch on miss (Synapse's remote-key pattern): a cached row is fresh for
 ``ttl`` seconds (60 by default, DESIGN "Identity"); after that it is revalidated with
 ``If-None-Match`` and a 304 only refreshes ``fetched_at``. An unknown ``keyid`` forces one
-refetch (key rotation), at most once per ``refetch_interval`` per DID.
+refetch (key rotation), at most once per ``refetch_interval`` per DID. Failed lookups (the
+host unreachable, a 404, a malformed document) are remembered for ``failure_ttl`` seconds.
+Every network fetch spends the host's and the DID's budget (``services.did_budget``); when it
+is spent, a cached row is used even if stale.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +26,8 @@ from did.resolver import DIDResolver, ResolvedDocument
 from did.web import did_to_url, split_did_url
 from gateway.clock import Clock
 from gateway.metrics import DID_RESOLUTIONS
+from gateway.services.did_budget import DIDBudgetExhaustedError, KeyedLocks, ResolutionBudget
+from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
@@ -82,34 +84,6 @@ def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
 MAX_REMEMBERED_FAILURES = 10_000
 
 
-class KeyedLocks:
-    """One :class:`asyncio.Lock` per key, held in memory only while a task holds or awaits it.
-
-    The map stays as small as the number of keys in use at once: the last task to leave a
-    key's lock drops it (a map of one lock per DID ever seen would grow with every stranger).
-    """
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
-
-    def __len__(self) -> int:
-        """How many keys have a lock right now."""
-        return len(self._locks)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        """Hold ``key``'s lock for the block (waiting for it first)."""
-        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
-        users[0] += 1  # no await since the lookup: nobody can drop the entry in between
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[key]
-
-
 class LocalDocuments:
     """DID documents of this instance's own users and agents, built without any network call.
 
@@ -161,8 +135,12 @@ class PeerDirectory:
         allow_http: bool = False,
         local: LocalDocuments | None = None,
         failure_ttl: int = 10,
+        policy: FederationPolicy | None = None,
+        budget: ResolutionBudget | None = None,
     ) -> None:
         self._pool = pool
+        self._policy = policy
+        self._budget = budget
         self._local = local
         self._failure_ttl = timedelta(seconds=failure_ttl)
         self._failures: dict[str, tuple[datetime, DIDError]] = {}
@@ -176,8 +154,12 @@ class PeerDirectory:
     async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
         """The peer for ``did``, fetched or revalidated when stale (or ``force``).
 
-        Raises InvalidDIDError, DIDResolutionError or DIDDocumentError (``did.errors``).
+        Raises InvalidDIDError, DIDResolutionError or DIDDocumentError (``did.errors``), and
+        FederationRefusedError for a peer the instance federation policy refuses (nothing is
+        fetched for it).
         """
+        if self._policy is not None:
+            self._policy.check(did)
         async with self._pool.acquire() as conn:
             cached = await peers_store.get_peer_by_did(conn, did=did)
         if cached and not force and self._clock.now() - cached.fetched_at < self._ttl:
@@ -196,6 +178,9 @@ class PeerDirectory:
             self._raise_recent_failure(did)
             try:
                 peer = await self._fetch(did, fresh)
+            except DIDBudgetExhaustedError:  # our own limit, not the peer's failure
+                DID_RESOLUTIONS.labels("over_budget").inc()
+                raise
             except DIDError as exc:
                 DID_RESOLUTIONS.labels("error").inc()
                 self._remember_failure(did, exc)
@@ -232,7 +217,18 @@ class PeerDirectory:
         local = await self._local.resolve(did) if self._local else None
         if local is not None:  # one of ours: no network, and our own endpoint by definition
             return await self._store(did, cached, local, local.url, {}, now)
-        result = await self._resolver.resolve(did, etag=cached.etag if cached else None)
+        etag = cached.etag if cached else None
+        if self._budget is None:
+            result = await self._resolver.resolve(did, etag=etag)
+        else:
+            try:
+                host = await self._budget.spend(did)
+            except DIDBudgetExhaustedError:
+                if cached is None:
+                    raise
+                return cached  # stale, but better than nothing: the budget is ours
+            async with self._budget.fetching(host):
+                result = await self._resolver.resolve(did, etag=etag)
         async with self._pool.acquire() as conn:
             if result.not_modified and cached is not None:
                 await peers_store.touch_peer(conn, did=did, fetched_at=now)
@@ -280,7 +276,12 @@ class PeerDirectory:
         if not url or not _same_origin(did, url, self._allow_http):
             return None
         try:
-            facts = await self._resolver.fetch_json(url)
+            if self._budget is None:
+                facts = await self._resolver.fetch_json(url)
+            else:
+                host = await self._budget.spend(did, document=False)
+                async with self._budget.fetching(host):
+                    facts = await self._resolver.fetch_json(url)
         except DIDError as exc:
             log.info("AgentFacts of %s not fetched: %s", did, exc)
             return None

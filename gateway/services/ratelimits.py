@@ -16,12 +16,14 @@ from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 
 from gateway.errors import RateLimitedError
+from gateway.services.did_budget import DID_FETCH_DID, DID_FETCH_HOST
 from gateway.settings import Settings
 
 LOGIN_IP = "login_ip"
 LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
 OAUTH_IP = "oauth_ip"
+REPORT_USER = "report_user"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
 RESET_IP = "reset_ip"
@@ -42,7 +44,8 @@ def storage_for(settings: Settings) -> Storage:
 
 class RateLimiter:
     """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``oauth_ip``,
-    ``peer_domain``, ``peer_agent``, ``reset_ip``, ``reset_account``) over one storage."""
+    ``report_user``, ``peer_domain``, ``peer_agent``, ``reset_ip``, ``reset_account``,
+    ``did_fetch_host``, ``did_fetch_did``) over one storage."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.storage = storage or storage_for(settings)
@@ -56,6 +59,9 @@ class RateLimiter:
             PEER_AGENT: parse_many(settings.peer_rate_limit_agent),
             RESET_IP: parse_many(settings.rate_limit_reset_ip),
             RESET_ACCOUNT: parse_many(settings.rate_limit_reset_account),
+            REPORT_USER: parse_many(settings.rate_limit_reports),
+            DID_FETCH_HOST: parse_many(settings.did_fetch_budget_host),
+            DID_FETCH_DID: parse_many(settings.did_fetch_budget_did),
         }
 
     async def hit(self, rule: str, key: str) -> None:

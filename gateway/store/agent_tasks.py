@@ -59,12 +59,18 @@ async def enqueue(
     return str(task_id)
 
 
+CLAIM_LOCK = 0x636F6E66_6572_0001
+"""Advisory lock (transaction scope) serialising claims, so the caps count what is running."""
+
+
 async def claim(
     conn: asyncpg.Connection,
     *,
     now: datetime,
     task_id: str | None = None,
     lease_seconds: float = 60.0,
+    max_per_owner: int = 1_000_000,
+    max_per_peer: int = 1_000_000,
 ) -> dict[str, Any] | None:
     """Mark a queued task whose conversation has none running as running, leased until
     ``now + lease_seconds``; or None.
@@ -72,25 +78,45 @@ async def claim(
     Without ``task_id`` the oldest such task; with it, that task only (None when it is not
     queued, is locked by another worker, or its conversation already has a running task —
     then it stays queued and a later claim without ``task_id`` picks it up).
+
+    A task whose agent's owner already has ``max_per_owner`` tasks running, or whose trigger
+    came from a peer (``sender_type = 'peer_agent'``) that already has ``max_per_peer`` tasks
+    running, stays queued the same way. Run it in a transaction: it takes :data:`CLAIM_LOCK`
+    so that claims in several processes never run past a cap together.
     """
     # Two statements rather than "$2 IS NULL OR t.id = $2", so the targeted claim always
     # plans as a primary-key lookup.
-    which = "t.id = $3" if task_id is not None else "TRUE"
+    which = "t.id = $5" if task_id is not None else "TRUE"
     lease_until = now + timedelta(seconds=lease_seconds)
-    args = (now, lease_until, task_id) if task_id is not None else (now, lease_until)
+    args: tuple[Any, ...] = (now, lease_until, max_per_owner, max_per_peer)
+    if task_id is not None:
+        args += (task_id,)
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", CLAIM_LOCK)
     try:
-        record = await conn.fetchrow(
-            f"""UPDATE agent_tasks SET status = 'running', attempts = attempts + 1, started_at = $1,
-                      lease_until = $2
-               WHERE id = (
-                 SELECT t.id FROM agent_tasks t
-                 WHERE t.status = 'queued' AND {which} AND NOT EXISTS (
-                   SELECT 1 FROM agent_tasks r
-                   WHERE r.conversation_id = t.conversation_id AND r.status = 'running')
-                 ORDER BY t.id FOR UPDATE SKIP LOCKED LIMIT 1)
-               RETURNING *""",
-            *args,
-        )
+        async with conn.transaction():  # a savepoint: a lost race leaves the caller's open
+            record = await conn.fetchrow(
+                f"""UPDATE agent_tasks
+                   SET status = 'running', attempts = attempts + 1, started_at = $1,
+                       lease_until = $2
+                   WHERE id = (
+                     SELECT t.id FROM agent_tasks t
+                     JOIN agents a ON a.id = t.agent_id
+                     JOIN messages m ON m.id = t.trigger_message_id
+                     WHERE t.status = 'queued' AND {which} AND NOT EXISTS (
+                       SELECT 1 FROM agent_tasks r
+                       WHERE r.conversation_id = t.conversation_id AND r.status = 'running')
+                       AND (SELECT count(*) FROM agent_tasks r
+                            JOIN agents ra ON ra.id = r.agent_id
+                            WHERE r.status = 'running' AND ra.user_id = a.user_id) < $3
+                       AND (m.sender_type <> 'peer_agent' OR m.sender_did IS NULL
+                            OR (SELECT count(*) FROM agent_tasks r
+                                JOIN messages rm ON rm.id = r.trigger_message_id
+                                WHERE r.status = 'running' AND rm.sender_type = 'peer_agent'
+                                  AND rm.sender_did = m.sender_did) < $4)
+                     ORDER BY t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)
+                   RETURNING *""",
+                *args,
+            )
     except asyncpg.UniqueViolationError:
         return None  # another worker started this conversation's task first
     return dict(record) if record else None

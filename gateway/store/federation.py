@@ -24,6 +24,7 @@ class OutboxRow:
     message_id: str | None
     payload_json: dict[str, Any]
     attempts: int
+    peer_did: str | None = None
 
 
 async def insert_outbox(
@@ -109,7 +110,8 @@ async def claim_due(
              AND (o.leased_until IS NULL OR o.leased_until < $1)
              AND o.delivered_at IS NULL AND o.failed_at IS NULL
            RETURNING o.id, o.destination, o.endpoint, o.sender_did, o.peer_id, o.message_id,
-                     o.payload_json, o.attempts""",
+                     o.payload_json, o.attempts,
+                     (SELECT p.did FROM peer_agents p WHERE p.id = o.peer_id) AS peer_did""",
         now,
         lease,
         limit,

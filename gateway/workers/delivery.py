@@ -27,6 +27,8 @@ Outcome of one attempt (Mastodon/Matrix practice, DESIGN "Lessons"); :func:`clas
   is not a JSON object (too large, not UTF-8, invalid JSON, an array, a string, a number), or a
   JSON-RPC ``error`` → failed for good.
 - anything else going wrong while sending (a bug) → logged, retry.
+- a peer the instance federation policy refuses (checked before every attempt) → failed for
+  good, nothing sent; the reason names the list entry.
 
 A destination that fails ``delivery_park_after_failures`` times in a row (or whose head row
 reached ``delivery_max_attempts``) is parked: its deliveries stay queued, in order, and only a
@@ -59,6 +61,7 @@ from gateway.errors import DatabaseBusyError
 from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
 from gateway.services.deliveries import announce_delivery
+from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import Identity
 from gateway.settings import Settings
 from gateway.store import audit as audit_store
@@ -135,8 +138,10 @@ class DeliveryWorker:
         settings: Settings,
         policy: OutboundPolicy | None = None,
         hub: EventHub | None = None,
+        federation_policy: FederationPolicy | None = None,
     ) -> None:
         self._pool = pool
+        self._federation = federation_policy
         self._hub = hub
         self._client = client
         self._policy = policy or OutboundPolicy()
@@ -209,6 +214,9 @@ class DeliveryWorker:
 
     async def _post(self, row: store.OutboxRow) -> tuple[str, str, float | None]:
         """Send one delivery; ``(outcome, reason, retry_after)`` (module docstring)."""
+        refused = self._refusal(row)
+        if refused is not None:
+            return "failed", refused, None
         timeout = self._settings.outbound_timeout_seconds
         try:
             async with asyncio.timeout(timeout):
@@ -228,6 +236,16 @@ class DeliveryWorker:
             return "retry", f"{type(exc).__name__}: {exc}", None
         outcome, reason = classify(response.status_code, body)
         return outcome, reason, _retry_after(response.headers)
+
+    def _refusal(self, row: store.OutboxRow) -> str | None:
+        """Why the instance federation policy forbids this delivery, or None: it is checked at
+        every attempt, so a peer denied after the message was queued is never sent it."""
+        if self._federation is None or row.peer_did is None:
+            return None
+        verdict = self._federation.verdict(row.peer_did)
+        if verdict.allowed:
+            return None
+        return f"refused by this instance's federation policy: {verdict.reason}"
 
     def _request(self, row: store.OutboxRow) -> httpx.Request:
         """The signed ``SendMessage`` POST for ``row`` (RFC 9421 over its real URL)."""

@@ -12,7 +12,9 @@ Endpoints (served by uvicorn on 127.0.0.1, reached over real TCP by the code und
 
 The reply text is ``reply_prefix`` + the last user message, split into word chunks. Every
 request body is recorded in ``requests``. ``fail_with`` makes the next chat calls answer that
-HTTP status (for error paths); ``hang`` makes them wait until the client goes away. Token
+HTTP status (for error paths); ``hang`` makes them wait until the client goes away; ``delay``
+(seconds) makes each chat call wait that long first (a slow model), counting the calls in
+flight (``in_flight``, the most at once in ``max_in_flight``). Token
 usage (whitespace words) is reported as the real APIs do: Anthropic in ``message_start`` and
 ``message_delta``, OpenAI in a last chunk when ``stream_options.include_usage`` is asked for.
 ``embeddings_fail_with`` makes every embeddings call answer that status, and
@@ -58,6 +60,9 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.fail_with: int | None = None
         self.hang = False
+        self.delay = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.embeddings_fail_with: int | None = None
         self.embeddings_refuse: str | None = None
 
@@ -98,6 +103,13 @@ class FakeLLM:
 
     async def chat(self, request: Request) -> Response:
         body = await self._body(request)
+        if self.delay:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                await asyncio.sleep(self.delay)
+            finally:
+                self.in_flight -= 1
         while self.hang and not await request.is_disconnected():  # noqa: ASYNC110 - polls the client connection
             await asyncio.sleep(0.05)
         if self.fail_with:

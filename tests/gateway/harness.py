@@ -160,6 +160,9 @@ def loopback_settings(database_url: str, port: int, **overrides: Any) -> Setting
         # Counters in a shared Redis outlive a test run: each run gets its own key space, so
         # repeated runs within an hour never meet the previous runs' registration budget.
         "rate_limit_prefix": RUN_RATE_LIMIT_PREFIX,
+        # The tests written before message requests expect a first message in the inbox;
+        # tests of requests turn them on (tests/gateway/test_message_requests.py).
+        "message_requests_default": False,
     }
     values.update(overrides)
     return Settings(**values)

@@ -51,6 +51,7 @@ def serve_env(port: int, database_url: str, **extra: str) -> dict[str, str]:
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
         "CONFER_RATE_LIMIT_PREFIX": RUN_RATE_LIMIT_PREFIX,
+        "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",  # as the harness: see loopback_settings
         **extra,
     }
 

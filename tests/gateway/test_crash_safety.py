@@ -50,6 +50,7 @@ async def confer_serve(port: int, database_url: str) -> AsyncIterator[asyncio.su
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
         "CONFER_RATE_LIMIT_PREFIX": RUN_RATE_LIMIT_PREFIX,
+        "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",  # a stranger's message: the inbox, here
     }
     log = tempfile.TemporaryFile()
     process = await asyncio.create_subprocess_exec(

@@ -302,7 +302,8 @@ async def test_failed_did_lookups_are_cached_briefly(setup) -> None:
         assert response.json()["code"] == "did_document_invalid"
     assert peer.fetches == 1  # one fetch, then the cached failure
     peer.publish()
-    b.state.clock.offset = 11  # past the failure cache: the fixed document is fetched again
+    # past the failure cache: the fixed document is fetched again
+    b.state.clock.offset = b.settings.did_failure_ttl_seconds + 1
     try:
         body = peer.rpc()
         response = await b.client.post(

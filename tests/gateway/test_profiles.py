@@ -37,7 +37,11 @@ async def test_patch_me_normalises_and_merges(instance: Instance) -> None:
         "language": "en",
         "timezone": "Europe/Madrid",
         "notification": {"push": True, "email": True},
-        "privacy": {"allow_offline_response": False, "notification_preview": True},
+        "privacy": {
+            "allow_offline_response": False,
+            "notification_preview": True,
+            "message_requests": None,
+        },
     }
     cleared = await alice.request("PATCH", "/v1/me", json={"phone": None})
     assert cleared.json()["phone"] is None and cleared.json()["email"] == "alice@example.org"

@@ -49,6 +49,7 @@ async def gateway_process(
     env = {
         **os.environ,
         "CONFER_DATABASE_URL": database_url,
+        "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",  # as the harness: see loopback_settings
         "CONFER_PUBLIC_URL": f"http://localhost:{public_port}",
         "CONFER_HOST": "127.0.0.1",
         "CONFER_PORT": str(port),

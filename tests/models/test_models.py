@@ -30,7 +30,11 @@ PREFERENCES = {
     "language": "es",
     "timezone": "Europe/Madrid",
     "notification": {"push": True, "email": False},
-    "privacy": {"allow_offline_response": True, "notification_preview": False},
+    "privacy": {
+        "allow_offline_response": True,
+        "notification_preview": False,
+        "message_requests": True,
+    },
 }
 POLICY_RULE = {
     "peer": "did:web:peer.example:agents:bob",
@@ -49,7 +53,11 @@ CITATION = {
 # One valid payload per model, in wire form (JSON names, ISO timestamps), every field set.
 EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
     models.NotificationPreferences: {"push": True, "email": True},
-    models.PrivacyPreferences: {"allow_offline_response": False, "notification_preview": False},
+    models.PrivacyPreferences: {
+        "allow_offline_response": False,
+        "notification_preview": False,
+        "message_requests": False,
+    },
     models.UserPreferences: PREFERENCES,
     models.User: {
         "id": USER_ID,

@@ -1,0 +1,176 @@
+"""``message_requests`` rows: a stranger's first message held apart (migration 0019)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from gateway.ids import new_id
+
+
+@dataclass(frozen=True)
+class MessageRequestRow:
+    """The request of ``sender_did`` to ``user_id`` in ``conversation_id``: ``pending``,
+    ``accepted`` or ``declined``."""
+
+    conversation_id: str
+    user_id: str
+    sender_did: str
+    state: str
+    created_at: datetime
+    decided_at: datetime | None
+
+
+_COLUMNS = "conversation_id, user_id, sender_did, state, created_at, decided_at"
+
+
+async def get_request(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str
+) -> MessageRequestRow | None:
+    """The request in the conversation for the user, or None."""
+    row = await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM message_requests WHERE conversation_id = $1 AND user_id = $2",
+        conversation_id,
+        user_id,
+    )
+    return MessageRequestRow(**dict(row)) if row else None
+
+
+async def insert_request(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str, sender_did: str
+) -> bool:
+    """Open a pending request; False when the conversation already had one for the user."""
+    status: str = await conn.execute(
+        """INSERT INTO message_requests (conversation_id, user_id, sender_did)
+           VALUES ($1, $2, $3) ON CONFLICT DO NOTHING""",
+        conversation_id,
+        user_id,
+        sender_did,
+    )
+    return status.endswith(" 1")
+
+
+async def decide(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str, state: str, now: datetime
+) -> MessageRequestRow | None:
+    """Set a request's state (``accepted`` or ``declined``); the row, or None when none."""
+    row = await conn.fetchrow(
+        f"""UPDATE message_requests SET state = $3, decided_at = $4
+            WHERE conversation_id = $1 AND user_id = $2 RETURNING {_COLUMNS}""",
+        conversation_id,
+        user_id,
+        state,
+        now,
+    )
+    return MessageRequestRow(**dict(row)) if row else None
+
+
+async def list_requests(
+    conn: asyncpg.Connection, *, user_id: str, state: str, limit: int
+) -> list[MessageRequestRow]:
+    """The user's requests in ``state``, newest first."""
+    rows = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM message_requests WHERE user_id = $1 AND state = $2
+            ORDER BY created_at DESC LIMIT $3""",
+        user_id,
+        state,
+        limit,
+    )
+    return [MessageRequestRow(**dict(r)) for r in rows]
+
+
+async def held_conversations(conn: asyncpg.Connection, *, user_id: str) -> dict[str, str]:
+    """``{conversation_id: state}`` of the user's pending and declined requests."""
+    rows = await conn.fetch(
+        """SELECT conversation_id, state FROM message_requests
+           WHERE user_id = $1 AND state IN ('pending', 'declined')""",
+        user_id,
+    )
+    return {r["conversation_id"]: r["state"] for r in rows}
+
+
+async def knows(conn: asyncpg.Connection, *, user_id: str, did: str) -> bool:
+    """True when ``did`` is one of the user's contacts by their own doing: added by DID, by
+    starting a conversation, or by accepting a request (``peer_contacts.added_via`` other than
+    ``inbound``, which only records that the peer wrote)."""
+    return bool(
+        await conn.fetchval(
+            """SELECT 1 FROM peer_contacts c JOIN peer_agents p ON p.id = c.peer_id
+               WHERE c.user_id = $1 AND p.did = $2
+                 AND c.added_via IS DISTINCT FROM 'inbound'""",
+            user_id,
+            did,
+        )
+    )
+
+
+async def shares_group(conn: asyncpg.Connection, *, user_id: str, other_did: str) -> bool:
+    """True when the local user with DID ``other_did`` is in a group with ``user_id``."""
+    return bool(
+        await conn.fetchval(
+            """SELECT 1 FROM conversation_participants mine
+               JOIN conversations c ON c.id = mine.conversation_id AND c.type = 'group'
+               JOIN conversation_participants theirs ON theirs.conversation_id = c.id
+               JOIN users u ON u.id = theirs.user_id AND u.did = $2
+               WHERE mine.user_id = $1 LIMIT 1""",
+            user_id,
+            other_did,
+        )
+    )
+
+
+async def has_written(conn: asyncpg.Connection, *, conversation_id: str, user_id: str) -> bool:
+    """True when the user has sent a message in the conversation."""
+    return bool(
+        await conn.fetchval(
+            """SELECT 1 FROM messages WHERE conversation_id = $1 AND sender_type = 'user'
+                 AND sender_id = $2 LIMIT 1""",
+            conversation_id,
+            user_id,
+        )
+    )
+
+
+async def mark_contact(conn: asyncpg.Connection, *, user_id: str, did: str) -> None:
+    """Make ``did`` a contact of the user (``added_via = 'message_request'``), keeping an
+    existing contact's other settings."""
+    await conn.execute(
+        """INSERT INTO peer_contacts (id, user_id, peer_id, added_via)
+           SELECT $1, $2, p.id, 'message_request' FROM peer_agents p WHERE p.did = $3
+           ON CONFLICT (user_id, peer_id) DO UPDATE SET added_via = 'message_request'
+             WHERE peer_contacts.added_via IS NOT DISTINCT FROM 'inbound'""",
+        new_id(),
+        user_id,
+        did,
+    )
+
+
+async def block_sender(conn: asyncpg.Connection, *, user_id: str, did: str) -> None:
+    """Mark the peer ``did`` blocked in the user's contacts (``trust_level`` in
+    ``policy_overrides_json``), adding the contact when needed; the federation door then
+    refuses it (``peer_blocked``)."""
+    await conn.execute(
+        """INSERT INTO peer_contacts (id, user_id, peer_id, added_via, policy_overrides_json)
+           SELECT $1, $2, p.id, 'message_request', '{"trust_level": "blocked"}'::jsonb
+           FROM peer_agents p WHERE p.did = $3
+           ON CONFLICT (user_id, peer_id) DO UPDATE SET policy_overrides_json =
+             COALESCE(peer_contacts.policy_overrides_json, '{}'::jsonb)
+             || '{"trust_level": "blocked"}'::jsonb""",
+        new_id(),
+        user_id,
+        did,
+    )
+
+
+async def get_message_requests_preference(
+    conn: asyncpg.Connection, *, user_id: str, default: bool
+) -> bool:
+    """The user's ``preferences.privacy.message_requests`` (``default`` when unset)."""
+    value = await conn.fetchval(
+        """SELECT (preferences_json -> 'privacy' ->> 'message_requests')::boolean
+           FROM users WHERE id = $1""",
+        user_id,
+    )
+    return default if value is None else bool(value)
