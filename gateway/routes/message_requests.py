@@ -12,6 +12,7 @@ from gateway.routes import problems
 from gateway.services import message_requests as service
 from gateway.services.accounts import Authenticated
 from gateway.store.message_requests import MessageRequestRow
+from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 from models.moderation_api import MessageRequestList, MessageRequestPublic
 
 router = APIRouter(tags=["conversations"], responses=problems(401, 422))
@@ -28,7 +29,7 @@ ConversationId = Annotated[str, Path(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
 
 @router.get("/v1/message-requests", summary="List pending message requests")
 async def list_requests(
-    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200)] = 50
+    current: Current, state: State, limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50
 ) -> MessageRequestList:
     """Pending requests, newest first: the conversation and who wrote."""
     items = await service.list_pending(state.pool, user_id=current.user.id, limit=limit)
@@ -57,7 +58,9 @@ async def decline(
     current: Current,
     state: State,
     block: Annotated[
-        bool, Query(description="Also block the sender (their later messages are refused).")
+        bool,
+        Query(description="Also block the sender (their later messages are refused)."),
+        TRUE_OR_FALSE,
     ] = False,
 ) -> MessageRequestPublic:
     """The conversation stays apart; with ``block=true`` the sender is blocked too."""

@@ -106,6 +106,25 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
             ("mcp_audit_log", "target_table"),
             ("mcp_audit_log", "agent"),  # MCP only: tests/agents/test_mcp_arguments.py
             ("message_translations", "target_language"),  # the probe of its twin below
+            ("federation_policy", "mode"),  # an enum of the model
+            ("federation_policy_entries", "list"),  # an enum of the model
+            ("message_requests", "state"),
+            ("message_requests", "sender_did"),  # a peer's DID, bounded like messages.sender_did
+            ("reports", "status"),
+            ("reports", "category"),  # an enum of the model
+            ("reports", "target_type"),  # an enum of the model
+            ("reports", "action"),  # an enum of the model
+        ]
+    },
+    **{
+        (
+            t,
+            c,
+        ): "admin API only; its model's max_length is the column's (tests/gateway/test_reports.py)"
+        for t, c in [
+            ("federation_policy_entries", "pattern"),
+            ("federation_policy_entries", "note"),
+            ("reports", "resolution_note"),
         ]
     },
 }
@@ -212,7 +231,16 @@ def _project_memory(world: World, value: str) -> tuple[str, str, dict[str, Any]]
     )
 
 
+REPORTS = lambda w: "/v1/reports"  # noqa: E731
+PEER_REPORT = {"target_type": "peer", "category": "spam"}
+
 PROBES: dict[tuple[str, str], list[Probe]] = {
+    ("reports", "text"): [
+        Probe(_json("POST", REPORTS, "text", did="did:web:example.org", **PEER_REPORT))
+    ],
+    ("reports", "target_did"): [
+        Probe(_json("POST", REPORTS, "did", **PEER_REPORT), short="did:web:example.org", long=_did)
+    ],
     ("users", "username"): [
         Probe(_json("POST", lambda w: "/v1/auth/register", "username", password="x" * 12))
     ],

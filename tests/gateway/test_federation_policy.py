@@ -23,7 +23,7 @@ from gateway.services.federation_policy import (
     parse_rule,
 )
 from tests.gateway.fakepeer import run_fake_peer
-from tests.gateway.harness import User, free_port, run_instance
+from tests.gateway.harness import NATS_URL, User, free_port, reachable, run_instance
 from tests.gateway.serving import confer_serve, serve_env
 from tests.gateway.test_delivery_status import deliveries, delivery_event
 
@@ -231,12 +231,21 @@ async def _signed_status(peer: Any, public_url: str, served: Any) -> int:
     return answer.status_code
 
 
+@pytest.mark.skipif(
+    not reachable(NATS_URL), reason="needs the local NATS on 4222 (.ci/run starts it)"
+)
 async def test_the_cli_changes_reach_two_running_processes(make_database) -> None:
     database_url = await make_database()
     port_1, port_2 = free_port(), free_port()
     public = f"http://localhost:{port_1}"
-    env_1 = serve_env(port_1, database_url)
-    env_2 = serve_env(port_2, database_url, CONFER_PUBLIC_URL=public)
+    # two processes on one database need a shared bus (confer serve refuses otherwise)
+    bus = {
+        "CONFER_NATS_URL": NATS_URL,
+        "CONFER_AGENT_QUEUE_STREAM": f"POLICY_{port_1}",
+        "CONFER_AGENT_QUEUE_SUBJECT_PREFIX": f"policy{port_1}.",
+    }
+    env_1 = serve_env(port_1, database_url, **bus)
+    env_2 = serve_env(port_2, database_url, CONFER_PUBLIC_URL=public, **bus)
     async with (
         run_fake_peer() as mallory,
         confer_serve(env_1) as one,

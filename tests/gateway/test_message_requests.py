@@ -55,6 +55,7 @@ async def test_a_remote_strangers_messages_wait_until_accepted(make_database) ->
         )
         assert off.status_code == 200 and off.json()["preferences"]["privacy"] == {
             "allow_offline_response": False,
+            "notification_preview": True,
             "message_requests": False,
         }
         strict = await dave.request(
