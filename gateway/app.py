@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import httpx
-import redis.asyncio as redis
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
@@ -88,6 +88,9 @@ from gateway.workers.notifications import NotificationWorker
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
 
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
 log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
@@ -113,6 +116,16 @@ def direct_database_url(settings: Settings) -> str:
     """The URL of PostgreSQL itself, never a pooler: ``CONFER_DATABASE_DIRECT_URL`` when set,
     else :func:`database_url`. Migrations, ``LISTEN`` and the process claim use it."""
     return settings.database_direct_url or database_url(settings)
+
+
+def _redis_client(url: str | None) -> Redis | None:
+    """A client of the Redis at ``url``, or None. redis-py is imported only then: it loads
+    much at import (OpenTelemetry's SDK too, when that is installed)."""
+    if not url:
+        return None
+    import redis.asyncio as redis
+
+    return redis.from_url(url)
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
@@ -190,7 +203,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 storage=storage,
                 task_events=TaskEvents(hub.bus),
             )
-            redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
+            redis_client = _redis_client(settings.redis_url)
             app.state.confer.nonces = (
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
