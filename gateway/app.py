@@ -78,6 +78,7 @@ from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.storage import attachment_storage
+from gateway.tracing import Tracing, TracingMiddleware
 from gateway.workers.attachment_fetch import AttachmentFetcher
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     clock = clock or Clock()
     mcp_app = LazyMCP(lambda: app.state.mcp_tools, settings)  # the MCP SDK loads on first use
     keyring = Keyring.from_setting(settings.encryption_keys)  # ValueError: a clear startup error
+    tracing = Tracing(settings.otlp_endpoint, settings.instance_did)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -157,6 +159,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         agent_queue: TaskQueue | None = None
         mailer = Mailer(settings)
         try:
+            tracing.start()
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
             await agent_queue.start()
@@ -246,7 +249,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             workers: list[tuple[str, WorkerFactory]] = [
                 (
                     "delivery",
-                    DeliveryWorker(pool, http, identity, clock, settings, policy, hub).run,
+                    DeliveryWorker(
+                        pool, http, identity, clock, settings, policy, hub, tracing.tracer
+                    ).run,
                 ),
                 (
                     "attachment-fetch",
@@ -297,6 +302,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
+            await asyncio.to_thread(tracing.shutdown)  # exports what is still buffered
             await mailer.aclose()
             if agent_queue is not None:
                 await agent_queue.close()
@@ -339,6 +345,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
     )
     app.add_middleware(RequestMetricsMiddleware)
+    if settings.otlp_endpoint:
+        app.add_middleware(TracingMiddleware, tracing=tracing)
     app.add_middleware(RequestIdMiddleware)  # outermost: error answers carry the id too
     if settings.cors_origins:
         # Bearer tokens, not cookies: no credentials mode, so "*" is safe to allow.
