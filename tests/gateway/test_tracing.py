@@ -16,9 +16,13 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import ValidationError
 
 from a2a.signatures import DEFAULT_COMPONENTS
+from gateway.otlp import traces_url
+from gateway.settings import Settings
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import free_port
 from tests.gateway.otlpreceiver import (
@@ -251,3 +255,12 @@ async def _delivery_attempted(database_url: str, within: float = 60.0) -> None:
                 await asyncio.sleep(0.2)
     finally:
         await conn.close()
+
+
+def test_the_endpoint_must_be_an_http_url() -> None:
+    for bad in ("collector:4318", "ftp://collector", "http://"):
+        with pytest.raises(ValidationError, match="otlp_endpoint"):
+            Settings(otlp_endpoint=bad)
+    assert Settings(otlp_endpoint="").otlp_endpoint is None
+    assert traces_url("http://collector:4318/") == "http://collector:4318/v1/traces"
+    assert traces_url("https://c.example/otlp/v1/traces") == "https://c.example/otlp/v1/traces"
