@@ -14,7 +14,14 @@ from collections.abc import Callable, Generator, Sequence
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from a2a.signatures import CONFER_TAG, DEFAULT_COMPONENTS, HeadersLike, sign_request
+from a2a.signatures import (
+    CONFER_TAG,
+    DEFAULT_COMPONENTS,
+    TRACE_CONTEXT_FIELDS,
+    HeadersLike,
+    field_lines,
+    sign_request,
+)
 
 
 class RequestSigner:
@@ -24,7 +31,9 @@ class RequestSigner:
     ``expires = created + window`` and a fresh 128-bit random ``nonce``; it carries
     ``keyid``, ``alg="ed25519"`` and ``tag``. Every field in ``components`` must be
     present on the request (``content-type`` included), or signing raises
-    ``SignatureComponentsError``.
+    ``SignatureComponentsError``. The fields in ``when_present`` (by default the W3C Trace
+    Context fields, :data:`a2a.signatures.TRACE_CONTEXT_FIELDS`) are covered too when the
+    request carries them.
     """
 
     def __init__(
@@ -36,12 +45,14 @@ class RequestSigner:
         window: int = 60,
         clock: Callable[[], float] = time.time,
         components: Sequence[str] = DEFAULT_COMPONENTS,
+        when_present: Sequence[str] = TRACE_CONTEXT_FIELDS,
     ) -> None:
         self._private_key = private_key
         self.keyid = keyid
         self.tag = tag
         self.window = window
         self.components = tuple(components)
+        self.when_present = tuple(name for name in when_present if name not in self.components)
         self._clock = clock
 
     def headers_for(
@@ -52,6 +63,7 @@ class RequestSigner:
         ``url`` is the absolute, percent-encoded target URI; ``body`` the exact bytes sent.
         """
         created = int(self._clock())
+        present = tuple(name for name in self.when_present if field_lines(headers, name))
         return sign_request(
             method=method,
             url=url,
@@ -63,7 +75,7 @@ class RequestSigner:
             expires=created + self.window,
             nonce=secrets.token_urlsafe(16),
             tag=self.tag,
-            components=self.components,
+            components=self.components + present,
         )
 
 

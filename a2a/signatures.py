@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_COMPONENTS",
     "MAX_KEYID_LENGTH",
     "MAX_NONCE_LENGTH",
+    "TRACE_CONTEXT_FIELDS",
     "HeadersLike",
     "SignatureInput",
     "check_signature_params",
@@ -71,6 +72,9 @@ RESPONSE_COMPONENTS = ("@status", "content-type", "content-digest")
 DEFAULT_COMPONENTS = ("@method", "@authority", "@path", "@query", "content-type", "content-digest")
 FETCH_COMPONENTS = ("@method", "@authority", "@path", "@query")
 """Components a signed GET covers (no body, so no ``content-type`` or ``content-digest``)."""
+TRACE_CONTEXT_FIELDS = ("traceparent", "tracestate")
+"""W3C Trace Context fields a Confer signature covers whenever the request carries them, so a
+receiver may continue the sender's trace knowing the signer chose it (``a2a.auth``)."""
 CONFER_TAG = "confer-a2a"
 ALGORITHM = "ed25519"
 

@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import httpx
-import redis.asyncio as redis
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
@@ -87,6 +87,7 @@ from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.storage import attachment_storage
+from gateway.tracing import Tracing, TracingMiddleware
 from gateway.workers.attachment_fetch import AttachmentFetcher
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
@@ -96,6 +97,9 @@ from gateway.workers.message_embeddings import run_message_indexer
 from gateway.workers.notifications import NotificationWorker
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +128,23 @@ def direct_database_url(settings: Settings) -> str:
     return settings.database_direct_url or database_url(settings)
 
 
+def _redis_client(url: str | None) -> Redis | None:
+    """A client of the Redis at ``url``, or None. redis-py is imported only then: it loads
+    much at import (OpenTelemetry's SDK too, when that is installed)."""
+    if not url:
+        return None
+    import redis.asyncio as redis
+
+    return redis.from_url(url)
+
+
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
     clock = clock or Clock()
     mcp_app = LazyMCP(lambda: app.state.mcp_tools, settings)  # the MCP SDK loads on first use
     keyring = Keyring.from_setting(settings.encryption_keys)  # ValueError: a clear startup error
+    tracing = Tracing(settings.otlp_endpoint, settings.instance_did)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -153,6 +168,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         agent_queue: TaskQueue | None = None
         mailer = Mailer(settings)
         try:
+            tracing.start()
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
             await agent_queue.start()
@@ -210,7 +226,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 task_events=TaskEvents(hub.bus),
                 federation_policy=federation_policy,
             )
-            redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
+            redis_client = _redis_client(settings.redis_url)
             app.state.confer.nonces = (
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
@@ -260,7 +276,15 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 (
                     "delivery",
                     DeliveryWorker(
-                        pool, http, identity, clock, settings, policy, hub, federation_policy
+                        pool,
+                        http,
+                        identity,
+                        clock,
+                        settings,
+                        policy,
+                        hub,
+                        federation_policy,
+                        tracing.tracer,
                     ).run,
                 ),
                 (
@@ -316,6 +340,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 if redis_client is not None:
                     await redis_client.aclose()
         finally:
+            await asyncio.to_thread(tracing.shutdown)  # exports what is still buffered
             await mailer.aclose()
             if agent_queue is not None:
                 await agent_queue.close()
@@ -363,6 +388,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
     )
     app.add_middleware(RequestMetricsMiddleware)
+    if settings.otlp_endpoint:
+        app.add_middleware(TracingMiddleware, tracing=tracing)
     app.add_middleware(RequestIdMiddleware)  # outermost: error answers carry the id too
     if settings.cors_origins:
         # Bearer tokens, not cookies: no credentials mode, so "*" is safe to allow.

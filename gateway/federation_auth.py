@@ -49,6 +49,7 @@ from gateway.services.callers import VerifiedPeer
 from gateway.services.identity import Identity
 from gateway.services.limits import PostgresNonceStore
 from gateway.store import audit as audit_store
+from gateway.tracing import keep_verified_trace_context
 from models import PeerAgentRow
 
 
@@ -132,6 +133,8 @@ async def _verify(request: Request, state: State, required: Sequence[str]) -> Ve
     except (FederationAuthError, FederationRefusedError) as exc:
         await audit_rejection(state, request, exc.wire_code, exc.detail)
         raise
+    # only now may the request's span continue the caller's trace (gateway.tracing)
+    keep_verified_trace_context(request.scope, request.headers, parsed.components)
     return VerifiedPeer(peer=peer, keyid=parsed.keyid, body=body)
 
 

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
         default=None,
         description="When set, /metrics wants `Authorization: Bearer <token>` (else 401).",
     )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        description="OpenTelemetry traces: the OTLP/HTTP base URL of a collector (spans are "
+        "POSTed to <endpoint>/v1/traces); unset = no tracing, nothing of the SDK is loaded.",
+    )
 
     allow_http_dids: bool = Field(
         default=False, description="Resolve did:web over plain http:// (local development only)."
@@ -533,6 +538,16 @@ class Settings(BaseSettings):
     def _networks_are_cidrs(cls, value: list[str]) -> list[str]:
         for network in value:
             ipaddress.ip_network(network)  # ValueError names the bad entry
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_endpoint_is_a_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("otlp_endpoint must be an absolute http(s) URL")
         return value
 
     @field_validator("public_url")

@@ -24,11 +24,13 @@ def test_import_contracts_are_kept() -> None:
 
 def test_serving_imports_neither_mcp_nor_alembic() -> None:
     """Start-up cost: the MCP SDK loads on the first /mcp request, Alembic and SQLAlchemy
-    only when there is something to migrate (gateway.mcp.lazy, gateway.migrations)."""
+    only when there is something to migrate (gateway.mcp.lazy, gateway.migrations),
+    OpenTelemetry's SDK and redis-py only when configured (gateway.tracing, gateway.app)."""
     code = (
         "import sys, gateway.app\n"
         "loaded = {name.split('.')[0] for name in sys.modules}\n"
-        "heavy = sorted(loaded & {'mcp', 'alembic', 'sqlalchemy'})\n"
+        "loaded |= {name for name in sys.modules if name.startswith('opentelemetry.sdk')}\n"
+        "heavy = sorted(loaded & {'mcp', 'alembic', 'sqlalchemy', 'redis', 'opentelemetry.sdk'})\n"
         "print(','.join(heavy))\n"
     )
     result = subprocess.run(

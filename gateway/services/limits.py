@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import asyncpg
-import redis.asyncio as redis
 from limits.errors import StorageError
 
 from did.web import did_to_url
 from gateway.errors import ServiceUnavailableError
 from gateway.services.ratelimits import PEER_AGENT, PEER_DOMAIN, RateLimiter
 from gateway.store import federation as federation_store
+
+if TYPE_CHECKING:  # redis-py loads only when Redis is configured (it pulls in much at import)
+    import redis.asyncio as redis
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +81,13 @@ class RedisNonceStore:
 
     async def add(self, keyid: str, nonce: str, expires_at: datetime) -> bool:
         """``SET … NX EXAT``: True only for the first writer."""
+        from redis.exceptions import RedisError
+
         key = f"confer:nonce:{keyid}:{nonce}"
         try:
             stored = await self._client.set(
                 key, b"1", nx=True, exat=int(expires_at.timestamp()) + 1
             )
-        except redis.RedisError as exc:  # never accept a signature we cannot check for replay
+        except RedisError as exc:  # never accept a signature we cannot check for replay
             raise ServiceUnavailableError(f"nonce store unavailable: {exc}") from exc
         return bool(stored)

@@ -50,6 +50,7 @@ from gateway.store import attachments as attachments_store
 from gateway.store import federated_changes as changes_store
 from gateway.store import federation as federation_store
 from gateway.store import tasks as tasks_store
+from gateway.tracing import trace_context
 from models import Message, PeerAgentRow
 
 DELETED_TEXT = "(deleted)"
@@ -155,11 +156,13 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
 
     Runs inside the caller's transaction (``conn``); the rows wake the delivery workers when
     it commits. A delete should be queued after the message's pending deliveries were dropped,
-    so peers that never got the message are not told.
+    so peers that never got the message are not told. Each row keeps the current trace context
+    (the request that queued it, when tracing is on) for its delivery's span.
     """
     if isinstance(item, Membership):
         return await _queue_membership(conn, item)
     destinations = await _destinations(conn, item)
+    trace = trace_context()
     shared = await _post_shared(conn, item, destinations[0]) if destinations else None
     for d in destinations:
         if isinstance(item, Receipt):
@@ -175,6 +178,7 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
             peer_id=d.peer_id,
             message_id=message_id,
             payload=await _params(conn, item, d, shared),
+            trace_context=trace or None,
         )
     return len(destinations)
 

@@ -25,6 +25,12 @@ class OutboxRow:
     payload_json: dict[str, Any]
     attempts: int
     peer_did: str | None = None
+    trace_context: dict[str, str] | None = None
+
+
+TRACE_CONTEXT_KEY = "_traceContext"
+"""Where an outbox row keeps the W3C trace context of the request that queued it: a key of
+``payload_json`` beside the A2A params, never sent (``claim_due`` returns it apart)."""
 
 
 async def insert_outbox(
@@ -36,10 +42,16 @@ async def insert_outbox(
     peer_id: str,
     message_id: str | None,
     payload: dict[str, Any],
+    trace_context: dict[str, str] | None = None,
 ) -> str:
     """Queue a delivery and wake the delivery workers (``NOTIFY confer_outbox``);
-    ``message_id`` None for a delivery that is no message (a group's membership event)."""
+    ``message_id`` None for a delivery that is no message (a group's membership event).
+
+    ``trace_context`` (``traceparent``, ``tracestate``) is kept with the row for the delivery's
+    span (:data:`TRACE_CONTEXT_KEY`)."""
     outbox_id = new_id()
+    if trace_context:
+        payload = {**payload, TRACE_CONTEXT_KEY: trace_context}
     await conn.execute(
         """INSERT INTO federation_outbox
              (id, destination, endpoint, sender_did, peer_id, message_id, payload_json)
@@ -110,12 +122,14 @@ async def claim_due(
              AND (o.leased_until IS NULL OR o.leased_until < $1)
              AND o.delivered_at IS NULL AND o.failed_at IS NULL
            RETURNING o.id, o.destination, o.endpoint, o.sender_did, o.peer_id, o.message_id,
-                     o.payload_json, o.attempts,
+                     o.payload_json - $5::text AS payload_json, o.attempts,
+                     o.payload_json -> $5::text AS trace_context,
                      (SELECT p.did FROM peer_agents p WHERE p.id = o.peer_id) AS peer_did""",
         now,
         lease,
         limit,
         probe_interval,
+        TRACE_CONTEXT_KEY,
     )
     return [OutboxRow(**dict(r)) for r in records]
 

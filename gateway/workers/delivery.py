@@ -36,6 +36,10 @@ probe is sent every ``delivery_probe_seconds``. It resumes at once when a probe 
 the peer contacts us (any verified inbound request from it, :func:`resume_destination`).
 Every attempt leaves an ``audit_log`` row (``federation.outbound``) and, for a message's own
 send, a ``message.delivery_updated`` event for its sender, in the transaction that records it.
+
+With a tracer (``CONFER_OTLP_ENDPOINT``, :mod:`gateway.tracing`), every attempt is a ``CLIENT``
+span, child of the request that queued the row (its trace context is kept with the row), and
+the request carries that span's ``traceparent``/``tracestate``, covered by the signature.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from a2a.confer import absolute_file_urls
 from did.errors import AddressRefusedError, DIDResolutionError
@@ -66,6 +72,7 @@ from gateway.services.identity import Identity
 from gateway.settings import Settings
 from gateway.store import audit as audit_store
 from gateway.store import federation as store
+from gateway.tracing import carrier_of, parent_context
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +133,8 @@ class DeliveryWorker:
 
     ``policy`` is the outbound address policy (module docstring); the default one is on.
     With ``hub``, every recorded attempt reaches the sender's devices as a
-    ``message.delivery_updated`` event (:mod:`gateway.services.deliveries`).
+    ``message.delivery_updated`` event (:mod:`gateway.services.deliveries`). With ``tracer``,
+    every attempt is a span (module docstring).
     """
 
     def __init__(
@@ -139,9 +147,11 @@ class DeliveryWorker:
         policy: OutboundPolicy | None = None,
         hub: EventHub | None = None,
         federation_policy: FederationPolicy | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self._pool = pool
         self._federation = federation_policy
+        self._tracer = tracer
         self._hub = hub
         self._client = client
         self._policy = policy or OutboundPolicy()
@@ -205,22 +215,51 @@ class DeliveryWorker:
             await asyncio.wait_for(self._wake.wait(), timeout=wait)
 
     async def _attempt(self, row: store.OutboxRow) -> None:
+        span = self._start_span(row)
         try:
-            outcome, reason, retry_after = await self._post(row)
+            outcome, reason, retry_after = await self._post(row, span)
         except Exception as exc:  # a bug of ours: keep the row, back off, keep the worker
             log.exception("delivery %s to %s failed unexpectedly", row.id, row.endpoint)
             outcome, reason, retry_after = "retry", f"internal error: {type(exc).__name__}", None
+        if span is not None:
+            span.set_attribute("confer.delivery.outcome", outcome)
+            if outcome != "delivered":
+                span.set_status(Status(StatusCode.ERROR, reason))
+            span.end()
         await self._record(row, outcome, reason, retry_after)
 
-    async def _post(self, row: store.OutboxRow) -> tuple[str, str, float | None]:
+    def _start_span(self, row: store.OutboxRow) -> trace.Span | None:
+        """The attempt's ``CLIENT`` span, child of the request that queued ``row``."""
+        if self._tracer is None:
+            return None
+        url = urlsplit(row.endpoint)
+        return self._tracer.start_span(
+            "SendMessage",
+            context=parent_context(row.trace_context),
+            kind=SpanKind.CLIENT,
+            attributes={
+                "rpc.system": "jsonrpc",
+                "rpc.method": "SendMessage",
+                "http.request.method": "POST",
+                "server.address": url.hostname or "",
+                "server.port": url.port or (443 if url.scheme == "https" else 80),
+                "confer.delivery.attempt": row.attempts,
+            },
+        )
+
+    async def _post(
+        self, row: store.OutboxRow, span: trace.Span | None = None
+    ) -> tuple[str, str, float | None]:
         """Send one delivery; ``(outcome, reason, retry_after)`` (module docstring)."""
         refused = self._refusal(row)
         if refused is not None:
             return "failed", refused, None
         timeout = self._settings.outbound_timeout_seconds
+        trace_fields = carrier_of(span) if span is not None else {}
         try:
             async with asyncio.timeout(timeout):
-                response = await self._policy.send(self._client, self._request(row))
+                request = self._request(row, trace_fields)
+                response = await self._policy.send(self._client, request)
                 try:
                     body = await read_capped(response, ANSWER_MAX_BYTES)
                 finally:
@@ -234,6 +273,8 @@ class DeliveryWorker:
             return "retry", exc.detail, None
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
             return "retry", f"{type(exc).__name__}: {exc}", None
+        if span is not None:
+            span.set_attribute("http.response.status_code", response.status_code)
         outcome, reason = classify(response.status_code, body)
         return outcome, reason, _retry_after(response.headers)
 
@@ -247,8 +288,11 @@ class DeliveryWorker:
             return None
         return f"refused by this instance's federation policy: {verdict.reason}"
 
-    def _request(self, row: store.OutboxRow) -> httpx.Request:
-        """The signed ``SendMessage`` POST for ``row`` (RFC 9421 over its real URL)."""
+    def _request(
+        self, row: store.OutboxRow, trace_fields: dict[str, str] | None = None
+    ) -> httpx.Request:
+        """The signed ``SendMessage`` POST for ``row`` (RFC 9421 over its real URL); the
+        ``trace_fields`` (``traceparent``, ``tracestate``) are sent and signed too."""
         body = json.dumps(
             {
                 "jsonrpc": "2.0",
@@ -263,6 +307,7 @@ class DeliveryWorker:
             "Content-Type": "application/json",
             "A2A-Version": A2A_VERSION,
             "Accept-Encoding": "identity",
+            **(trace_fields or {}),
         }
         request = self._client.build_request(
             "POST",

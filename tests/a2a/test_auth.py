@@ -7,7 +7,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a.auth import RequestSigner, SignatureAuth
-from a2a.errors import DigestMismatchError, SignatureComponentsError
+from a2a.errors import DigestMismatchError, SignatureComponentsError, SignatureVerificationError
 from a2a.signatures import CONFER_TAG, DEFAULT_COMPONENTS, parse_signature, verify_request
 
 KEY = Ed25519PrivateKey.generate()
@@ -94,3 +94,35 @@ def test_body_altered_after_signing_is_rejected() -> None:
     with httpx.Client(transport=transport, auth=SignatureAuth(_signer())) as client:
         with pytest.raises(DigestMismatchError):
             client.post(URL, json={})
+
+
+def test_trace_context_fields_are_covered_when_present() -> None:
+    headers = [
+        ("Content-Type", "application/json"),
+        ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+        ("tracestate", "confer=1"),
+    ]
+    added = _signer().headers_for("POST", URL, headers, b"{}")
+    signed = [*headers, *added.items()]
+    parsed = parse_signature(signed)
+    assert parsed.components == (*DEFAULT_COMPONENTS, "traceparent", "tracestate")
+    # another traceparent than the one signed breaks the signature
+    tampered = [(k, v.replace("-01", "-00") if k == "traceparent" else v) for k, v in signed]
+    for received, verifies in ((signed, True), (tampered, False)):
+        try:
+            verify_request(
+                parsed,
+                method="POST",
+                url=URL,
+                headers=received,
+                body=b"{}",
+                public_key=KEY.public_key(),
+                now=NOW + 1,
+            )
+        except SignatureVerificationError:
+            assert not verifies
+        else:
+            assert verifies
+    # without them, the default components only
+    plain = _signer().headers_for("POST", URL, headers[:1], b"{}")
+    assert parse_signature([*headers[:1], *plain.items()]).components == DEFAULT_COMPONENTS

@@ -89,9 +89,11 @@ class FakePeer:
         expires: int | None = None,
         nonce: str | None = "auto",
         components: tuple[str, ...] | None = None,
+        extra: dict[str, str] | None = None,
     ) -> dict[str, str]:
-        """Headers for POSTing ``body`` to ``url``, signed as chosen."""
-        headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+        """Headers for POSTing ``body`` to ``url``, signed as chosen; ``extra`` headers are
+        sent (and may be covered by ``components``)."""
+        headers = {"Content-Type": "application/json", "A2A-Version": "1.0", **(extra or {})}
         created = int(time.time()) if created is None else created
         kwargs: dict[str, Any] = {}
         if components is not None:
