@@ -76,6 +76,7 @@ from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
+from gateway.workers.push import PushWorker
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
 
@@ -163,6 +164,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 keyring=keyring,
                 agent_queue=agent_queue,
                 task_events=TaskEvents(hub.bus),
+                outbound_policy=policy,
             )
             redis_client = redis.from_url(settings.redis_url) if settings.redis_url else None
             app.state.confer.nonces = (
@@ -194,6 +196,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     AttachmentFetcher(
                         pool, http, identity, clock, settings, policy, attachment_storage(settings)
                     ).run,
+                ),
+                (
+                    "push",
+                    PushWorker(pool, http, identity, clock, settings, policy).run,
                 ),
                 ("agents", agents.run),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),

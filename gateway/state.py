@@ -8,6 +8,7 @@ import asyncpg
 import httpx
 from prometheus_client import CollectorRegistry
 
+from did.outbound import OutboundPolicy
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.metrics import InstanceCollector
@@ -44,3 +45,4 @@ class AppState:
     metrics: InstanceCollector | None = None
     metrics_registry: CollectorRegistry | None = None
     supervisor: Supervisor | None = None
+    outbound_policy: OutboundPolicy = field(default_factory=OutboundPolicy)

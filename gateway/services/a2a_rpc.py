@@ -12,7 +12,7 @@ recipient (before any method runs), here for a recipient a ``/a2a`` message name
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import asyncpg
@@ -24,9 +24,11 @@ from a2a.protocol import (
     TERMINAL_STATES,
     GetTaskParams,
     InvalidParamsError,
+    ListPushConfigsParams,
     ListTasksParams,
     MethodNotFoundError,
-    PushNotificationNotSupportedError,
+    PushConfigIdParams,
+    PushConfigParams,
     SendMessageParams,
     TaskIdParams,
     UnsupportedOperationError,
@@ -37,11 +39,13 @@ from gateway.clock import Clock
 from gateway.errors import RecipientNotFoundError, ValidationFailedError
 from gateway.realtime.hub import EventHub
 from gateway.services import federated_changes, federated_receipts, federation, groups
+from gateway.services import push as push_service
 from gateway.services import tasks as tasks_service
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
+from gateway.services.push import PushRules
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.storage import AttachmentStorage
 from gateway.store.tasks import TaskRow
@@ -58,7 +62,7 @@ class RpcContext:
     ``max_message_chars`` bounds a message's text; a consent request expires
     ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
     peer's delete removes them). ``peers`` resolves the remote members a group message names
-    (None: only members already known join a replica).
+    (None: only members already known join a replica). ``push`` bounds webhook configs.
     """
 
     caller: A2ACaller
@@ -74,6 +78,7 @@ class RpcContext:
     max_message_chars: int
     permission_ttl_seconds: float
     peers: PeerDirectory | None = None
+    push: PushRules = field(default_factory=PushRules)
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -95,21 +100,26 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
     """The endpoint's recipient (admitted at the edge), or on ``/a2a`` the one named by
     ``tenant`` (an agent id) or ``metadata.confer.recipient`` (a local DID), admitted here.
 
-    Raises RecipientNotFoundError, PeerBlockedError, ApiKeyScopeError.
+    Raises InvalidParamsError (-32602, A2A §9.5: the request names no recipient, or one this
+    instance does not have — a JSON-RPC error like any other bad params, not an HTTP 404),
+    PeerBlockedError, ApiKeyScopeError.
     """
     if ctx.recipient is not None:
         return ctx.recipient
     did = ConferMetadata.of(params.message.metadata).recipient
     async with ctx.pool.acquire() as conn:
-        if params.tenant:
-            recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
-        elif did:
-            recipient = await federation.recipient_for_did(conn, ctx.identity, did)
-        else:
-            raise RecipientNotFoundError(
-                "name the recipient: params.tenant (an agent id) or "
-                "message.metadata.confer.recipient (a local DID)"
-            )
+        try:
+            if params.tenant:
+                recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
+            elif did:
+                recipient = await federation.recipient_for_did(conn, ctx.identity, did)
+            else:
+                raise InvalidParamsError(
+                    "Invalid params: name the recipient: params.tenant (an agent id) or "
+                    "message.metadata.confer.recipient (a local DID)"
+                )
+        except RecipientNotFoundError as exc:
+            raise InvalidParamsError(f"Invalid params: {exc.detail}") from exc
         await federation.admit(conn, ctx.caller, recipient)
     return recipient
 
@@ -160,7 +170,12 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         )
     change = confer.change()
     if change is None:
+        config = _push_config(ctx, params)
         task, _ = await _send(ctx, params)
+        if config is not None:
+            await push_service.create_config(
+                ctx.pool, ctx.caller.ref, task.id, config, ctx.push, send_task=True
+            )
         return {"task": task_json(task)}
     text = message_text(params.message, ctx.max_message_chars) if change[0] == "edit" else ""
     await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
@@ -176,6 +191,53 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         clock=ctx.clock,
         task_events=ctx.task_events,
         storage=ctx.storage,
+    )
+
+
+def _push_config(ctx: RpcContext, params: SendMessageParams) -> PushConfigParams | None:
+    """``configuration.taskPushNotificationConfig``, checked before anything is stored (the
+    field's 0.3 name ``pushNotificationConfig`` is read too). Raises InvalidParamsError."""
+    configuration = params.configuration or {}
+    raw = configuration.get("taskPushNotificationConfig")
+    if raw is None:
+        raw = configuration.get("pushNotificationConfig")
+    if raw is None:
+        return None
+    config = _params(PushConfigParams, raw)
+    push_service.check_url(config.url, ctx.push)
+    if config.taskId is not None:
+        raise InvalidParamsError("Invalid params: the new task's id is the server's to choose")
+    return config
+
+
+async def create_push_config(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``CreateTaskPushNotificationConfig`` → the stored ``TaskPushNotificationConfig``."""
+    config = _params(PushConfigParams, raw)
+    if config.taskId is None:
+        raise InvalidParamsError("Invalid params: taskId")
+    push_service.check_url(config.url, ctx.push)
+    return await push_service.create_config(
+        ctx.pool, ctx.caller.ref, config.taskId, config, ctx.push
+    )
+
+
+async def get_push_config(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``GetTaskPushNotificationConfig`` → ``TaskPushNotificationConfig``."""
+    params = _params(PushConfigIdParams, raw)
+    return await push_service.get_config(ctx.pool, ctx.caller.ref, params)
+
+
+async def list_push_configs(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``ListTaskPushNotificationConfigs`` → ``ListTaskPushNotificationConfigsResponse``."""
+    return await push_service.list_configs(
+        ctx.pool, ctx.caller.ref, _params(ListPushConfigsParams, raw)
+    )
+
+
+async def delete_push_config(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``DeleteTaskPushNotificationConfig`` → ``{}`` (``google.protobuf.Empty``)."""
+    return await push_service.delete_config(
+        ctx.pool, ctx.caller.ref, _params(PushConfigIdParams, raw)
     )
 
 
@@ -221,7 +283,13 @@ def _finished(state: str, stop_on_interrupt: bool) -> bool:
 
 async def send_streaming_message(ctx: RpcContext, raw: Any) -> AsyncIterator[dict[str, Any]]:
     """``SendStreamingMessage``: the Task as submitted, then its status until it settles."""
-    task, created = await _send(ctx, _params(SendMessageParams, raw))
+    params = _params(SendMessageParams, raw)
+    config = _push_config(ctx, params)
+    task, created = await _send(ctx, params)
+    if config is not None:
+        await push_service.create_config(
+            ctx.pool, ctx.caller.ref, task.id, config, ctx.push, send_task=True
+        )
     if created:
         submitted = task_json(task)
         submitted["status"] = {"state": "TASK_STATE_SUBMITTED"}
@@ -255,6 +323,10 @@ UNARY: dict[str, Unary] = {
     "GetTask": get_task,
     "ListTasks": list_tasks,
     "CancelTask": cancel_task,
+    "CreateTaskPushNotificationConfig": create_push_config,
+    "GetTaskPushNotificationConfig": get_push_config,
+    "ListTaskPushNotificationConfigs": list_push_configs,
+    "DeleteTaskPushNotificationConfig": delete_push_config,
 }
 STREAMING: dict[str, Streaming] = {
     "SendStreamingMessage": send_streaming_message,
@@ -262,31 +334,17 @@ STREAMING: dict[str, Streaming] = {
 }
 
 
-PUSH_CONFIG_METHODS = frozenset(
-    {
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
-    }
-)
-"""A2A 1.0 methods of capabilities Confer's cards do not declare (push notifications)."""
-
-
 def method(name: str) -> tuple[Unary | None, Streaming | None]:
     """The handler for ``name``.
 
-    Raises PushNotificationNotSupportedError (-32003) for the push-config methods and
-    UnsupportedOperationError (-32004) for ``GetExtendedAgentCard``: A2A 1.0 defines them, but
-    the card declares neither ``pushNotifications`` nor ``extendedAgentCard`` (§3.1.7-§3.1.11).
+    Raises UnsupportedOperationError (-32004) for ``GetExtendedAgentCard``: A2A 1.0 defines
+    it, but the card does not declare ``extendedAgentCard`` (§3.1.11).
     Raises MethodNotFoundError for any other unknown name.
     """
     if name in UNARY:
         return UNARY[name], None
     if name in STREAMING:
         return None, STREAMING[name]
-    if name in PUSH_CONFIG_METHODS:
-        raise PushNotificationNotSupportedError("Push notifications are not supported")
     if name == "GetExtendedAgentCard":
         raise UnsupportedOperationError("This agent has no authenticated extended card")
     raise MethodNotFoundError(f"Method not found: {name}")
