@@ -10,11 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.db import transaction
+from gateway.services.tasks import record_update
+from gateway.store import tasks as tasks_store
+from tests.did.httpserver import LoopbackServer, respond
 from tests.gateway.harness import Instance, next_event, run_instance
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,21 +32,25 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-async def run_client(base_url: str, key: str, tmp_path: Path, *flags: str) -> dict[str, Any]:
+async def run_sdk(tmp_path: Path, *args: str, stdin: bytes | None = None) -> Any:
+    """Run the client script in the a2a-sdk venv; its printed JSON."""
     process = await asyncio.create_subprocess_exec(
         str(VENV_PYTHON),
         "-I",
         str(CLIENT),
-        base_url,
-        key,
-        *flags,
+        *args,
         cwd=tmp_path,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else None,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    stdout, stderr = await asyncio.wait_for(process.communicate(stdin), 60)
     assert process.returncode == 0, stderr.decode()[-3000:]
-    return dict(json.loads(stdout))
+    return json.loads(stdout)
+
+
+async def run_client(base_url: str, key: str, tmp_path: Path, *flags: str) -> dict[str, Any]:
+    return dict(await run_sdk(tmp_path, base_url, key, *flags))
 
 
 async def public_agent_with_key(b: Instance) -> tuple[Any, str, str]:
@@ -70,3 +79,65 @@ async def test_a2a_sdk_client_fetches_card_sends_and_reads_the_task(
             row = await conn.fetchrow("SELECT id, caller, state FROM a2a_tasks")
         assert row["id"] == out["task"]["id"]
         assert row["caller"].startswith("key:")
+
+
+async def test_a2a_sdk_client_gets_push_notifications(database_url: str, tmp_path: Path) -> None:
+    """The SDK client sets push configs (in ``SendMessage``'s configuration and by
+    ``CreateTaskPushNotificationConfig``); a loopback webhook receives each notification with
+    the config's token or Bearer credentials, and the SDK's own ``StreamResponse`` parses
+    every body strictly; the notified task is in its final state."""
+    async with LoopbackServer() as hooks, run_instance(database_url) as b:
+        hooks.routes["/hook"] = respond(200, b"", "text/plain")
+        hooks.routes["/hook/second"] = respond(200, b"", "text/plain")
+        bob, agent_id, key = await public_agent_with_key(b)
+        webhook = f"http://127.0.0.1:{hooks.port}/hook"
+        async with bob.websocket():
+            out = await run_client(
+                f"{b.base_url}/agents/{agent_id}", key, tmp_path, "--push", webhook
+            )
+        assert out["card"]["capabilities"]["pushNotifications"] is True
+        task = out["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        push = out["push"]
+        assert push["created"]["taskId"] == task["id"]
+        assert push["created"]["authentication"] == {
+            "scheme": "Bearer",
+            "credentials": "sdk-credentials-2",
+        }
+        assert push["got"] == push["created"]
+        listed = {c["url"]: c for c in push["listed"]["configs"]}
+        assert set(listed) == {webhook, webhook + "/second"}
+        assert listed[webhook]["token"] == "sdk-token-1"
+
+        deadline = time.monotonic() + 30
+        while not any(r.path == "/hook" for r in hooks.requests):
+            assert time.monotonic() < deadline, "no notification reached the webhook"
+            await asyncio.sleep(0.05)
+        (notified,) = [r for r in hooks.requests if r.path == "/hook"]
+        assert notified.headers["x-a2a-notification-token"] == "sdk-token-1"
+        assert notified.headers["content-type"] == "application/a2a+json"
+        (parsed,) = await run_sdk(
+            tmp_path, "--parse", stdin=json.dumps([notified.body.decode()]).encode()
+        )
+        assert parsed["payload"] == "task"
+        assert parsed["task"]["id"] == task["id"]
+        assert parsed["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        # the second config hears the task's next update (a statusUpdate). An API-key task is
+        # final at once and nothing an SDK client may call changes it again, so the update is
+        # recorded the way every task change records it (gateway.services.tasks.record_update)
+        async with transaction(b.state.pool) as tx:
+            row = await tasks_store.get_task_by_id(tx.conn, id=task["id"])
+            assert row is not None
+            await record_update(tx, row)
+        while not any(r.path == "/hook/second" for r in hooks.requests):
+            assert time.monotonic() < deadline + 30, "no notification reached the second webhook"
+            await asyncio.sleep(0.05)
+        second = [r for r in hooks.requests if r.path == "/hook/second"]
+        assert second[0].headers["authorization"] == "Bearer sdk-credentials-2"
+        (update,) = await run_sdk(
+            tmp_path, "--parse", stdin=json.dumps([second[0].body.decode()]).encode()
+        )
+        assert update["payload"] == "status_update"
+        assert update["statusUpdate"]["taskId"] == task["id"]
+        assert update["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
