@@ -15,8 +15,8 @@ Each row is one ``StreamResponse`` (``{"task": …}`` or ``{"statusUpdate": …}
 - through the outbound address policy (:class:`did.outbound.OutboundPolicy`: the host must
   resolve to public addresses unless ``CONFER_ALLOW_PRIVATE_NETWORKS``; the request is pinned
   to a checked address), never following redirects, the answer read up to
-  :data:`ANSWER_MAX_BYTES` (and ignored), the whole attempt within
-  ``outbound_timeout_seconds``.
+  :data:`ANSWER_MAX_BYTES` only when it is an error (for its reason), the whole attempt
+  within ``outbound_timeout_seconds``.
 
 Any 2xx delivers (the row is deleted, the config's failure count starts over). Anything else
 — another status, a refusal by the address policy, a timeout, a connection error, an answer
@@ -154,8 +154,9 @@ class PushWorker:
         try:
             async with asyncio.timeout(timeout):
                 response = await self._policy.send(self._client, self._request(row))
-                try:
-                    body = await read_capped(response, ANSWER_MAX_BYTES)
+                try:  # a 2xx body means nothing here; an error's start explains it
+                    ok = 200 <= response.status_code < 300
+                    body = None if ok else await read_capped(response, ANSWER_MAX_BYTES)
                 finally:
                     await response.aclose()
         except TimeoutError:

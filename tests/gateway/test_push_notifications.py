@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from a2a.signatures import parse_signature, verify_request
 from tests.did.httpserver import LoopbackServer, SeenRequest, respond
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, User, run_instance
@@ -91,8 +92,17 @@ async def test_configs_deliver_each_update_signed_with_their_credentials(
         assert first.headers[TOKEN_HEADER] == "tok-1"
         assert first.headers["content-type"] == "application/a2a+json"
         assert "authorization" not in first.headers
-        assert f'keyid="{bob.profile["agent_did"]}#' in first.headers["signature-input"]
-        assert first.headers["content-digest"].startswith("sha-256=:")
+        parsed = parse_signature(first.headers)
+        assert parsed.keyid.startswith(bob.profile["agent_did"] + "#")
+        verify_request(  # what a Confer peer checks: RFC 9421 over the real URL, RFC 9530 digest
+            parsed,
+            method="POST",
+            url=hook,
+            headers=first.headers,
+            body=first.body,
+            public_key=b.state.identity.signing_key.public_key,
+            now=int(time.time()),
+        )
         sent = json.loads(first.body)
         assert sent["task"]["id"] == task["id"]
         assert sent["task"]["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
@@ -348,3 +358,66 @@ async def test_the_address_policy_guards_webhook_urls(
         assert config["confer"]["active"] is False
         assert "outbound address policy" in config["confer"]["lastError"]
         assert hooks.requests == []  # nothing ever reached the loopback address
+
+
+async def trickle(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
+    """A 200 whose headers never end: one byte a second."""
+    writer.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    for _ in range(120):
+        writer.write(b"x")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+
+async def endless_error(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
+    """A 500 with a chunked body that goes on and on."""
+    writer.write(b"HTTP/1.1 500 X\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for _ in range(2000):
+        writer.write(b"400\r\n" + b"y" * 1024 + b"\r\n")
+        await writer.drain()
+
+
+async def not_http(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HELLO THERE\r\n\r\n")
+
+
+async def hang_up(_request: SeenRequest, writer: asyncio.StreamWriter) -> None:
+    writer.transport.abort()
+
+
+async def test_hostile_webhooks_fail_alone_and_never_stop_the_worker(
+    database_url: str, hooks: LoopbackServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    hostile = {"/trickle": trickle, "/endless": endless_error, "/nothttp": not_http}
+    hooks.routes.update({**hostile, "/hangup": hang_up})
+    overrides = {
+        "outbound_timeout_seconds": 1.0,
+        "push_disable_after_failures": 2,
+        "push_backoff_base_seconds": 0.1,
+    }
+    async with run_instance(database_url, **overrides) as b:
+        _, agent_id, key = await agent_with_key(b)
+        path = f"/agents/{agent_id}/a2a"
+        base = f"http://127.0.0.1:{hooks.port}"
+        task_ids = []
+        for route in (*hostile, "/hangup", "/hook"):
+            params = {
+                **text_message(route),
+                "configuration": {"taskPushNotificationConfig": {"url": base + route}},
+            }
+            answer = await rpc(b, path, key, call("SendMessage", params))
+            task_ids.append(answer["result"]["task"]["id"])
+        (done,) = await requests_to(hooks, "/hook", 1)
+        assert json.loads(done.body)["task"]["id"] == task_ids[-1]
+        reasons = {}
+        for task_id in task_ids[:-1]:
+            (config,) = (await wait_for_disabled(b, path, key, task_id)).values()
+            assert config["confer"]["active"] is False, config
+            reasons[config["url"].removeprefix(base)] = config["confer"]["lastError"]
+        assert reasons["/trickle"].startswith("no complete answer within 1 s")
+        assert reasons["/endless"].startswith("HTTP 500")
+        assert set(reasons) == {*hostile, "/hangup"}
+        supervisor = b.state.supervisor
+        assert supervisor is not None and supervisor.states()["push"] == "running"
+    assert not [r for r in caplog.records if "'push'" in r.getMessage()]
+    assert not [r for r in caplog.records if "failed unexpectedly" in r.getMessage()]
