@@ -105,6 +105,20 @@ class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no type informa
         await _init_connection(conn)
         return conn
 
+    @contextlib.asynccontextmanager
+    async def listening(self, channel: str, callback: Callable[..., None]) -> AsyncIterator[None]:
+        """``LISTEN channel`` on a :meth:`connect_direct` connection while the block runs,
+        calling ``callback(connection, pid, channel, payload)`` per ``NOTIFY`` (asyncpg's
+        listener signature); the connection is closed when the block ends (also cancelled)."""
+        listener = await self.connect_direct()
+        try:
+            await listener.add_listener(channel, callback)
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # a closed connection listens no more anyway
+                await listener.remove_listener(channel, callback)
+            await listener.close()
+
 
 async def create_pool(
     url: str,

@@ -39,11 +39,9 @@ send, a ``message.delivery_updated`` event for its sender, in the transaction th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -55,7 +53,6 @@ from did.outbound import OutboundPolicy
 from did.resolver import parse_json_object
 from gateway.clock import Clock
 from gateway.db import Pool, transaction
-from gateway.errors import DatabaseBusyError
 from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
 from gateway.services.deliveries import announce_delivery
@@ -63,6 +60,7 @@ from gateway.services.identity import Identity
 from gateway.settings import Settings
 from gateway.store import audit as audit_store
 from gateway.store import federation as store
+from gateway.workers.draining import DrainingWorker
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +132,17 @@ async def read_capped(response: httpx.Response, max_bytes: int) -> bytes | None:
     return b"".join(chunks)
 
 
-class DeliveryWorker:
+class DeliveryWorker(DrainingWorker):
     """Drains ``federation_outbox``; run one per process with :meth:`run` (supervised).
 
     ``policy`` is the outbound address policy (module docstring); the default one is on.
     With ``hub``, every recorded attempt reaches the sender's devices as a
     ``message.delivery_updated`` event (:mod:`gateway.services.deliveries`).
     """
+
+    channel = "confer_outbox"
+    label = "delivery"
+    idle_wait = IDLE_WAIT
 
     def __init__(
         self,
@@ -152,41 +154,8 @@ class DeliveryWorker:
         policy: OutboundPolicy | None = None,
         hub: EventHub | None = None,
     ) -> None:
-        self._pool = pool
+        super().__init__(pool, client, identity, clock, settings, policy or OutboundPolicy())
         self._hub = hub
-        self._client = client
-        self._policy = policy or OutboundPolicy()
-        self._identity = identity
-        self._clock = clock
-        self._settings = settings
-        self._wake = asyncio.Event()
-
-    def wake(self, *_: Any) -> None:
-        """Ask the worker to look for due deliveries now."""
-        self._wake.set()
-
-    async def run(self) -> None:
-        """Deliver until cancelled."""
-        # Its own connection, outside the pool: a LISTEN for the life of the worker must not
-        # hold a slot that requests wait for.
-        listener = await self._pool.connect_direct()
-        try:
-            await listener.add_listener("confer_outbox", self.wake)
-            while True:
-                await self._run_once_safely()
-        finally:
-            with contextlib.suppress(Exception):
-                await listener.remove_listener("confer_outbox", self.wake)
-            await listener.close()
-
-    async def _run_once_safely(self) -> None:
-        try:
-            delivered_any = await self.run_once()
-        except (asyncpg.PostgresError, OSError, DatabaseBusyError) as exc:
-            log.warning("delivery worker: database error: %s", exc)
-            delivered_any = False
-        if not delivered_any:
-            await self._sleep()
 
     async def run_once(self) -> bool:
         """Claim and attempt every due head-of-queue delivery; True when there were any."""
@@ -204,16 +173,13 @@ class DeliveryWorker:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return bool(rows)
 
-    async def _sleep(self) -> None:
+    async def next_due_at(self) -> datetime | None:
+        """When the earliest head of any destination is due (a parked one's at its next
+        probe), or None."""
         async with self._pool.acquire() as conn:
-            due = await store.next_due_at(
+            return await store.next_due_at(
                 conn, probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds)
             )
-        wait = IDLE_WAIT
-        if due is not None:
-            wait = min(IDLE_WAIT, max(0.0, (due - self._clock.now()).total_seconds()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=wait)
 
     async def _attempt(self, row: store.OutboxRow) -> None:
         try:

@@ -31,25 +31,20 @@ Nothing a receiver answers can stop the worker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 import asyncpg
 import httpx
 
 from did.errors import AddressRefusedError, DIDResolutionError
-from did.outbound import OutboundPolicy
-from gateway.clock import Clock
-from gateway.db import Pool, transaction
+from gateway.db import transaction
 from gateway.errors import DatabaseBusyError
-from gateway.services.identity import Identity
-from gateway.settings import Settings
 from gateway.store import audit as audit_store
 from gateway.store import push as store
 from gateway.workers.delivery import read_capped
+from gateway.workers.draining import DrainingWorker
 
 log = logging.getLogger(__name__)
 
@@ -68,52 +63,15 @@ def backoff_seconds(attempts: int, base: float, retry_after: float | None = None
     return max(delay, min(retry_after or 0.0, BACKOFF_CAP))
 
 
-class PushWorker:
+class PushWorker(DrainingWorker):
     """Drains ``a2a_push_outbox``; run one per process with :meth:`run` (supervised).
 
     Several processes may run it on one database: rows are leased when claimed.
     """
 
-    def __init__(
-        self,
-        pool: Pool,
-        client: httpx.AsyncClient,
-        identity: Identity,
-        clock: Clock,
-        settings: Settings,
-        policy: OutboundPolicy,
-    ) -> None:
-        self._pool = pool
-        self._client = client
-        self._identity = identity
-        self._clock = clock
-        self._settings = settings
-        self._policy = policy
-        self._wake = asyncio.Event()
-
-    def wake(self, *_: Any) -> None:
-        """Ask the worker to look for due notifications now."""
-        self._wake.set()
-
-    async def run(self) -> None:
-        """Deliver until cancelled, woken by ``NOTIFY confer_push``."""
-        # Its own connection, outside the pool: a LISTEN for the life of the worker must not
-        # hold a slot that requests wait for.
-        listener = await self._pool.connect_direct()
-        try:
-            await listener.add_listener(store.PUSH_CHANNEL, self.wake)
-            while True:
-                try:
-                    busy = await self.run_once()
-                except (asyncpg.PostgresError, OSError, DatabaseBusyError) as exc:
-                    log.warning("push worker: database error: %s", exc)
-                    busy = False
-                if not busy:
-                    await self._sleep()
-        finally:
-            with contextlib.suppress(Exception):
-                await listener.remove_listener(store.PUSH_CHANNEL, self.wake)
-            await listener.close()
+    channel = store.PUSH_CHANNEL
+    label = "push"
+    min_wait = 0.05
 
     async def run_once(self) -> bool:
         """Claim and attempt every due head-of-queue notification; True when there were any."""
@@ -127,14 +85,10 @@ class PushWorker:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return bool(rows)
 
-    async def _sleep(self) -> None:
+    async def next_due_at(self) -> datetime | None:
+        """When the earliest pending notification is due, or None."""
         async with self._pool.acquire() as conn:
-            due = await store.next_due_at(conn)
-        wait = IDLE_WAIT
-        if due is not None:
-            wait = min(IDLE_WAIT, max(0.05, (due - self._clock.now()).total_seconds()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            return await store.next_due_at(conn)
 
     async def _attempt(self, row: store.PushDeliveryRow) -> None:
         try:
