@@ -13,17 +13,28 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from a2a.signatures import parse_signature, verify_request
+from gateway.clock import Clock
+from gateway.workers.retention import retain_once
 from tests.did.httpserver import LoopbackServer, SeenRequest, respond
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, User, run_instance
 from tests.gateway.test_a2a import call, issue_key, make_public, rpc, text_message
 
 TOKEN_HEADER = "x-a2a-notification-token"
+
+
+class FixedClock(Clock):
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
 
 
 @pytest.fixture
@@ -291,6 +302,16 @@ async def test_a_failing_webhook_backs_off_then_is_disabled_and_the_worker_goes_
         assert broken["confer"]["failures"] == 4
         assert broken["confer"]["lastError"].startswith("HTTP 500")
         assert "disabledAt" in broken["confer"]
+        # what was given up on stays for diagnosis, then retention deletes it
+        failed = "SELECT count(*) FROM a2a_push_outbox WHERE state = 'failed'"
+        async with b.state.pool.acquire() as conn:
+            assert await conn.fetchval(failed) >= 1
+        month = timedelta(seconds=b.settings.retention_outbox_failed_seconds + 60)
+        later = FixedClock(datetime.now(UTC) + month)
+        deleted = await retain_once(b.state.pool, later, b.settings)
+        assert deleted["a2a_push_outbox"] >= 1
+        async with b.state.pool.acquire() as conn:
+            assert await conn.fetchval(failed) == 0
         # a healthy webhook still gets its notification; the disabled one gets nothing more
         healthy = {
             **text_message("y"),

@@ -16,9 +16,6 @@ from typing import Any
 
 import pytest
 
-from gateway.db import transaction
-from gateway.services.tasks import record_update
-from gateway.store import tasks as tasks_store
 from tests.did.httpserver import LoopbackServer, respond
 from tests.gateway.harness import Instance, next_event, run_instance
 
@@ -82,22 +79,22 @@ async def test_a2a_sdk_client_fetches_card_sends_and_reads_the_task(
 
 
 async def test_a2a_sdk_client_gets_push_notifications(database_url: str, tmp_path: Path) -> None:
-    """The SDK client sets push configs (in ``SendMessage``'s configuration and by
-    ``CreateTaskPushNotificationConfig``); a loopback webhook receives each notification with
-    the config's token or Bearer credentials, and the SDK's own ``StreamResponse`` parses
-    every body strictly; the notified task is in its final state."""
+    """The SDK client, with alice's API key, asks bob's public agent (his consent: the task
+    waits in ``TASK_STATE_AUTH_REQUIRED``) with a push config in ``SendMessage`` and creates a
+    second one by ``CreateTaskPushNotificationConfig``; a loopback webhook receives each
+    notification with the config's token or Bearer credentials, each body parses strictly as
+    the SDK's own ``StreamResponse``, and bob's approval reaches both as the final state."""
     async with LoopbackServer() as hooks, run_instance(database_url) as b:
         hooks.routes["/hook"] = respond(200, b"", "text/plain")
         hooks.routes["/hook/second"] = respond(200, b"", "text/plain")
-        bob, agent_id, key = await public_agent_with_key(b)
+        bob, agent_id, _ = await public_agent_with_key(b)
+        alice = await b.register("alice")
+        key = (await alice.request("POST", "/v1/api-keys", json={"name": "sdk"})).json()["key"]
         webhook = f"http://127.0.0.1:{hooks.port}/hook"
-        async with bob.websocket():
-            out = await run_client(
-                f"{b.base_url}/agents/{agent_id}", key, tmp_path, "--push", webhook
-            )
+        out = await run_client(f"{b.base_url}/agents/{agent_id}", key, tmp_path, "--push", webhook)
         assert out["card"]["capabilities"]["pushNotifications"] is True
         task = out["task"]
-        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"  # bob decides
         push = out["push"]
         assert push["created"]["taskId"] == task["id"]
         assert push["created"]["authentication"] == {
@@ -109,35 +106,28 @@ async def test_a2a_sdk_client_gets_push_notifications(database_url: str, tmp_pat
         assert set(listed) == {webhook, webhook + "/second"}
         assert listed[webhook]["token"] == "sdk-token-1"
 
+        (pending,) = (await bob.request("GET", "/v1/permissions")).json()
+        decided = await bob.request(
+            "POST", f"/v1/permissions/{pending['id']}/decision", json={"decision": "allow_once"}
+        )
+        assert decided.status_code == 200, decided.text
         deadline = time.monotonic() + 30
-        while not any(r.path == "/hook" for r in hooks.requests):
-            assert time.monotonic() < deadline, "no notification reached the webhook"
+        while len([r for r in hooks.requests if r.path == "/hook"]) < 2 or not any(
+            r.path == "/hook/second" for r in hooks.requests
+        ):
+            assert time.monotonic() < deadline, f"notifications missing: {hooks.requests}"
             await asyncio.sleep(0.05)
-        (notified,) = [r for r in hooks.requests if r.path == "/hook"]
-        assert notified.headers["x-a2a-notification-token"] == "sdk-token-1"
-        assert notified.headers["content-type"] == "application/a2a+json"
-        (parsed,) = await run_sdk(
-            tmp_path, "--parse", stdin=json.dumps([notified.body.decode()]).encode()
-        )
-        assert parsed["payload"] == "task"
-        assert parsed["task"]["id"] == task["id"]
-        assert parsed["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-
-        # the second config hears the task's next update (a statusUpdate). An API-key task is
-        # final at once and nothing an SDK client may call changes it again, so the update is
-        # recorded the way every task change records it (gateway.services.tasks.record_update)
-        async with transaction(b.state.pool) as tx:
-            row = await tasks_store.get_task_by_id(tx.conn, id=task["id"])
-            assert row is not None
-            await record_update(tx, row)
-        while not any(r.path == "/hook/second" for r in hooks.requests):
-            assert time.monotonic() < deadline + 30, "no notification reached the second webhook"
-            await asyncio.sleep(0.05)
-        second = [r for r in hooks.requests if r.path == "/hook/second"]
-        assert second[0].headers["authorization"] == "Bearer sdk-credentials-2"
-        (update,) = await run_sdk(
-            tmp_path, "--parse", stdin=json.dumps([second[0].body.decode()]).encode()
-        )
-        assert update["payload"] == "status_update"
+    first, final = [r for r in hooks.requests if r.path == "/hook"]
+    (second,) = [r for r in hooks.requests if r.path == "/hook/second"]
+    for request in (first, final):
+        assert request.headers["x-a2a-notification-token"] == "sdk-token-1"
+        assert request.headers["content-type"] == "application/a2a+json"
+    assert second.headers["authorization"] == "Bearer sdk-credentials-2"
+    bodies = [r.body.decode() for r in (first, final, second)]
+    parsed = await run_sdk(tmp_path, "--parse", stdin=json.dumps(bodies).encode())
+    assert [p["payload"] for p in parsed] == ["task", "status_update", "status_update"]
+    assert parsed[0]["task"]["id"] == task["id"]
+    assert parsed[0]["task"]["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+    for update in parsed[1:]:
         assert update["statusUpdate"]["taskId"] == task["id"]
         assert update["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
