@@ -265,6 +265,27 @@ async def test_configs_per_task_are_bounded(database_url: str, hooks: LoopbackSe
         )
         assert replaced["result"]["url"].endswith("/new")
         assert (await counts(b))[0] == 2
+        # paged by id: one a page, then the end
+        ids = []
+        token = None
+        for _ in range(3):
+            page = await rpc(
+                b,
+                path,
+                key,
+                call(
+                    "ListTaskPushNotificationConfigs",
+                    {"taskId": task_id, "pageSize": 1, **({"pageToken": token} if token else {})},
+                ),
+            )
+            ids += [c["id"] for c in page["result"]["configs"]]
+            token = page["result"]["nextPageToken"]
+            if not token:
+                break
+        assert ids == sorted(a["result"]["id"] for a in answers[:2])
+        too_big = {"taskId": task_id, "pageSize": 1000}
+        answer = await rpc(b, path, key, call("ListTaskPushNotificationConfigs", too_big))
+        assert answer["error"]["code"] == -32602
 
 
 async def test_a_failing_webhook_backs_off_then_is_disabled_and_the_worker_goes_on(
