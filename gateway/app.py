@@ -70,13 +70,13 @@ from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.storage import attachment_storage
+from gateway.workers.a2a_push import PushWorker
 from gateway.workers.attachment_fetch import AttachmentFetcher
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
 from gateway.workers.delivery import DeliveryWorker
 from gateway.workers.message_embeddings import run_message_indexer
-from gateway.workers.push import PushWorker
 from gateway.workers.retention import run_retention
 from gateway.workers.supervisor import WorkerFactory, supervised
 
@@ -198,7 +198,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                     ).run,
                 ),
                 (
-                    "push",
+                    "a2a-push",
                     PushWorker(pool, http, identity, clock, settings, policy).run,
                 ),
                 ("agents", agents.run),

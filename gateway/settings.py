@@ -113,19 +113,19 @@ class Settings(BaseSettings):
     delivery_probe_seconds: float = Field(
         default=600.0, description="How often a parked destination is probed."
     )
-    push_max_configs_per_task: int = Field(
+    a2a_push_max_configs_per_task: int = Field(
         default=10,
         gt=0,
         le=100,
         description="Most A2A push-notification configs (webhooks) one task may have.",
     )
-    push_disable_after_failures: int = Field(
+    a2a_push_disable_after_failures: int = Field(
         default=8,
         gt=0,
         description="Consecutive failed deliveries after which a push-notification config is "
         "disabled (Get/List show it; creating it again re-enables it).",
     )
-    push_backoff_base_seconds: float = Field(
+    a2a_push_backoff_base_seconds: float = Field(
         default=1.0,
         gt=0,
         description="Delay before a push notification's first retry, doubling per attempt "

@@ -41,7 +41,7 @@ from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
 from gateway.services import a2a_rpc
 from gateway.services import federation as service
-from gateway.services.push import PushRules
+from gateway.services.a2a_push import PushRules
 from gateway.services.tasks import Recipient
 from gateway.storage import attachment_storage
 from gateway.store import audit as audit_store
@@ -99,7 +99,7 @@ def _context(
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
         peers=state.peers,
         push=PushRules(
-            max_configs=state.settings.push_max_configs_per_task,
+            max_configs=state.settings.a2a_push_max_configs_per_task,
             allow_http=state.settings.allow_http_dids,
             policy=state.outbound_policy,
         ),

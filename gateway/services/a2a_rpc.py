@@ -38,14 +38,14 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import RecipientNotFoundError, ValidationFailedError
 from gateway.realtime.hub import EventHub
+from gateway.services import a2a_push as push_service
 from gateway.services import federated_changes, federated_receipts, federation, groups
-from gateway.services import push as push_service
 from gateway.services import tasks as tasks_service
+from gateway.services.a2a_push import PushRules
 from gateway.services.callers import A2ACaller
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
-from gateway.services.push import PushRules
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.storage import AttachmentStorage
 from gateway.store.tasks import TaskRow

@@ -36,11 +36,11 @@ from gateway.clock import Clock
 from gateway.db import Transaction, transaction
 from gateway.ids import new_id
 from gateway.realtime.bus import EventBus, InProcessBus
+from gateway.store import a2a_push as push_store
 from gateway.store import agent_tasks as agent_tasks_store
 from gateway.store import audit as audit_store
 from gateway.store import messages as messages_store
 from gateway.store import permissions as permissions_store
-from gateway.store import push as push_store
 from gateway.store import tasks as store
 from gateway.store.tasks import TaskRow
 

@@ -2,7 +2,7 @@
 
 The federation outbox (:mod:`gateway.workers.delivery`), the peers' files to fetch
 (:mod:`gateway.workers.attachment_fetch`) and the A2A push notifications
-(:mod:`gateway.workers.push`) run the same loop: ``LISTEN`` on a channel the writing
+(:mod:`gateway.workers.a2a_push`) run the same loop: ``LISTEN`` on a channel the writing
 transaction ``NOTIFY``s on commit (on a direct connection, outside the pool, so it never holds
 a request's slot), claim and attempt what is due (:meth:`DrainingWorker.run_once`), and when
 nothing was, sleep until the earliest due row (:meth:`DrainingWorker.next_due_at`), at most

@@ -21,8 +21,8 @@ Each row is one ``StreamResponse`` (``{"task": …}`` or ``{"statusUpdate": …}
 Any 2xx delivers (the row is deleted, the config's failure count starts over). Anything else
 — another status, a refusal by the address policy, a timeout, a connection error, an answer
 that never ends, a bug of ours — is a failure: the row is retried after
-``push_backoff_base_seconds`` doubling per attempt (capped at 10 minutes, ``Retry-After``
-honoured within that cap), and at ``push_disable_after_failures`` consecutive failures the
+``a2a_push_backoff_base_seconds`` doubling per attempt (capped at 10 minutes, ``Retry-After``
+honoured within that cap), and at ``a2a_push_disable_after_failures`` consecutive failures the
 config is disabled and what is queued for it fails. A config's rows go out in order, one at a
 time. Every attempt is counted on the config (``failures``, ``lastError``), which Get/List show.
 Nothing a receiver answers can stop the worker.
@@ -41,8 +41,8 @@ import httpx
 from did.errors import AddressRefusedError, DIDResolutionError
 from gateway.db import transaction
 from gateway.errors import DatabaseBusyError
+from gateway.store import a2a_push as store
 from gateway.store import audit as audit_store
-from gateway.store import push as store
 from gateway.workers.delivery import read_capped
 from gateway.workers.draining import DrainingWorker
 
@@ -70,7 +70,7 @@ class PushWorker(DrainingWorker):
     """
 
     channel = store.PUSH_CHANNEL
-    label = "push"
+    label = "a2a-push"
     min_wait = 0.05
 
     async def run_once(self) -> bool:
@@ -162,7 +162,7 @@ class PushWorker(DrainingWorker):
                 await store.mark_delivered(tx.conn, row)
             else:
                 delay = backoff_seconds(
-                    row.attempts, self._settings.push_backoff_base_seconds, retry_after
+                    row.attempts, self._settings.a2a_push_backoff_base_seconds, retry_after
                 )
                 disabled = await store.record_failure(
                     tx.conn,
@@ -170,7 +170,7 @@ class PushWorker(DrainingWorker):
                     now=now,
                     error=error[:500],
                     next_attempt_at=now + timedelta(seconds=delay),
-                    disable_after=self._settings.push_disable_after_failures,
+                    disable_after=self._settings.a2a_push_disable_after_failures,
                 )
             await audit_store.insert_audit(
                 tx.conn,

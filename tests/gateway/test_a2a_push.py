@@ -232,7 +232,7 @@ async def test_bad_configs_are_invalid_params_and_write_nothing(
 
 
 async def test_configs_per_task_are_bounded(database_url: str, hooks: LoopbackServer) -> None:
-    async with run_instance(database_url, push_max_configs_per_task=2) as b:
+    async with run_instance(database_url, a2a_push_max_configs_per_task=2) as b:
         _, agent_id, key = await agent_with_key(b)
         path = f"/agents/{agent_id}/a2a"
         task_id = (await rpc(b, path, key, call("SendMessage", text_message("x"))))["result"][
@@ -293,7 +293,7 @@ async def test_a_failing_webhook_backs_off_then_is_disabled_and_the_worker_goes_
 ) -> None:
     hooks.routes["/broken"] = respond(500, b"oops", "text/plain")
     hooks.routes["/garbage"] = respond(302, b"", "text/plain", Location="http://10.0.0.1/")
-    overrides = {"push_disable_after_failures": 4, "push_backoff_base_seconds": 0.2}
+    overrides = {"a2a_push_disable_after_failures": 4, "a2a_push_backoff_base_seconds": 0.2}
     async with run_instance(database_url, **overrides) as b:
         _, agent_id, key = await agent_with_key(b)
         path = f"/agents/{agent_id}/a2a"
@@ -374,8 +374,8 @@ async def test_the_address_policy_guards_webhook_urls(
     async with run_instance(
         database_url,
         allow_private_networks=False,
-        push_disable_after_failures=2,
-        push_backoff_base_seconds=0.1,
+        a2a_push_disable_after_failures=2,
+        a2a_push_backoff_base_seconds=0.1,
     ) as b:
         _, agent_id, key = await agent_with_key(b)
         path = f"/agents/{agent_id}/a2a"
@@ -434,8 +434,8 @@ async def test_hostile_webhooks_fail_alone_and_never_stop_the_worker(
     hooks.routes.update({**hostile, "/hangup": hang_up})
     overrides = {
         "outbound_timeout_seconds": 1.0,
-        "push_disable_after_failures": 2,
-        "push_backoff_base_seconds": 0.1,
+        "a2a_push_disable_after_failures": 2,
+        "a2a_push_backoff_base_seconds": 0.1,
     }
     async with run_instance(database_url, **overrides) as b:
         _, agent_id, key = await agent_with_key(b)

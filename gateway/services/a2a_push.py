@@ -11,7 +11,7 @@ and ``max_configs`` per task.
 
 Each task update queues its ``StreamResponse`` for every enabled config in the transaction
 that changed the task (:func:`gateway.services.tasks.record_update`); the push worker
-(:mod:`gateway.workers.push`) delivers them. A config that keeps failing is disabled; Get and
+(:mod:`gateway.workers.a2a_push`) delivers them. A config that keeps failing is disabled; Get and
 List show that in a ``confer`` member (unknown members are ignored by A2A clients, §4.5).
 """
 
@@ -35,9 +35,9 @@ from did.outbound import OutboundPolicy
 from gateway.db import transaction
 from gateway.ids import new_id
 from gateway.services.tasks import task_json, timestamp
-from gateway.store import push as store
+from gateway.store import a2a_push as store
 from gateway.store import tasks as tasks_store
-from gateway.store.push import PushConfigRow
+from gateway.store.a2a_push import PushConfigRow
 
 
 @dataclass(frozen=True)
