@@ -107,6 +107,61 @@ class ListTasksParams(BaseModel):
     includeArtifacts: bool = False
 
 
+MAX_PUSH_URL_CHARS = 2048
+MAX_PUSH_TOKEN_CHARS = 512
+MAX_PUSH_CREDENTIALS_CHARS = 4096
+HeaderText = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
+"""Visible ASCII (inner spaces allowed): what may go into an HTTP header value as it is — no
+CR/LF (header injection), no other control characters."""
+
+
+class PushAuthentication(BaseModel):
+    """``AuthenticationInfo``: sent back as ``Authorization: <scheme> <credentials>``."""
+
+    model_config = ConfigDict(extra="allow")
+    scheme: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9._~+-]{0,63}$")]
+    credentials: (
+        Annotated[str, StringConstraints(max_length=MAX_PUSH_CREDENTIALS_CHARS, pattern=HeaderText)]
+        | None
+    ) = None
+
+
+class PushConfigParams(BaseModel):
+    """``TaskPushNotificationConfig`` (flattened in 1.0): the body of
+    ``CreateTaskPushNotificationConfig`` and ``SendMessageConfiguration
+    .taskPushNotificationConfig`` (``taskId`` is then the new task's)."""
+
+    model_config = ConfigDict(extra="allow")
+    tenant: str | None = None
+    id: Id | None = None
+    taskId: Id | None = None
+    url: Annotated[str, StringConstraints(min_length=1, max_length=MAX_PUSH_URL_CHARS)]
+    token: (
+        Annotated[str, StringConstraints(max_length=MAX_PUSH_TOKEN_CHARS, pattern=HeaderText)]
+        | None
+    ) = None
+    authentication: PushAuthentication | None = None
+
+
+class PushConfigIdParams(BaseModel):
+    """``GetTaskPushNotificationConfigRequest`` / ``DeleteTaskPushNotificationConfigRequest``."""
+
+    model_config = ConfigDict(extra="allow")
+    tenant: str | None = None
+    taskId: Id
+    id: Id
+
+
+class ListPushConfigsParams(BaseModel):
+    """``ListTaskPushNotificationConfigsRequest``: a task's configs, by id, paged."""
+
+    model_config = ConfigDict(extra="allow")
+    tenant: str | None = None
+    taskId: Id
+    pageSize: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE
+    pageToken: Annotated[str, StringConstraints(max_length=256)] | None = None
+
+
 class JSONRPCError(Exception):
     """A JSON-RPC error object (JSON-RPC 2.0 §5.1, A2A §9.5) with an ``ErrorInfo`` reason."""
 

@@ -88,6 +88,7 @@ from gateway.settings import Settings
 from gateway.state import AppState
 from gateway.storage import attachment_storage
 from gateway.tracing import Tracing, TracingMiddleware
+from gateway.workers.a2a_push import PushWorker
 from gateway.workers.attachment_fetch import AttachmentFetcher
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
@@ -225,6 +226,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 storage=storage,
                 task_events=TaskEvents(hub.bus),
                 federation_policy=federation_policy,
+                outbound_policy=policy,
             )
             redis_client = _redis_client(settings.redis_url)
             app.state.confer.nonces = (
@@ -294,6 +296,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 (
                     "attachment-fetch",
                     AttachmentFetcher(pool, http, identity, clock, settings, policy, storage).run,
+                ),
+                (
+                    "a2a-push",
+                    PushWorker(pool, http, identity, clock, settings, policy).run,
                 ),
                 ("agents", agents.run),
                 (

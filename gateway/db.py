@@ -106,22 +106,19 @@ class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no type informa
         await _init_connection(conn)
         return conn
 
-
-@contextlib.asynccontextmanager
-async def listening(
-    pool: Pool, channel: str, callback: Callable[..., object]
-) -> AsyncIterator[asyncpg.Connection]:
-    """``LISTEN channel`` on a direct connection (:meth:`Pool.connect_direct`) for the life of
-    the block, calling ``callback(connection, pid, channel, payload)`` on each ``NOTIFY``; the
-    connection is closed on exit. Raises what ``connect_direct`` raises."""
-    listener = await pool.connect_direct()
-    try:
-        await listener.add_listener(channel, callback)
-        yield listener
-    finally:
-        with contextlib.suppress(Exception):
-            await listener.remove_listener(channel, callback)
-        await listener.close()
+    @contextlib.asynccontextmanager
+    async def listening(self, channel: str, callback: Callable[..., None]) -> AsyncIterator[None]:
+        """``LISTEN channel`` on a :meth:`connect_direct` connection while the block runs,
+        calling ``callback(connection, pid, channel, payload)`` per ``NOTIFY`` (asyncpg's
+        listener signature); the connection is closed when the block ends (also cancelled)."""
+        listener = await self.connect_direct()
+        try:
+            await listener.add_listener(channel, callback)
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # a closed connection listens no more anyway
+                await listener.remove_listener(channel, callback)
+            await listener.close()
 
 
 async def create_pool(

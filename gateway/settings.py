@@ -168,6 +168,24 @@ class Settings(BaseSettings):
     delivery_probe_seconds: float = Field(
         default=600.0, description="How often a parked destination is probed."
     )
+    a2a_push_max_configs_per_task: int = Field(
+        default=10,
+        gt=0,
+        le=100,
+        description="Most A2A push-notification configs (webhooks) one task may have.",
+    )
+    a2a_push_disable_after_failures: int = Field(
+        default=8,
+        gt=0,
+        description="Consecutive failed deliveries after which a push-notification config is "
+        "disabled (Get/List show it; creating it again re-enables it).",
+    )
+    a2a_push_backoff_base_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="Delay before a push notification's first retry, doubling per attempt "
+        "(capped at 10 minutes).",
+    )
 
     ws_queue_size: int = Field(default=256, gt=0)
     ws_max_connections_per_user: int = Field(

@@ -55,7 +55,7 @@ class AppState:
     metrics: InstanceCollector | None = None
     metrics_registry: CollectorRegistry | None = None
     supervisor: Supervisor | None = None
-    outbound_policy: OutboundPolicy | None = None
+    outbound_policy: OutboundPolicy = field(default_factory=OutboundPolicy)
     vapid: VapidKey | None = None
     mailer: Mailer | None = None
     password_resets: PasswordResets | None = None

@@ -17,8 +17,6 @@ agent's answer to the conversation's peers through the outbox
 
 from __future__ import annotations
 
-import functools
-
 import asyncpg
 
 from a2a.protocol import agent_text_message
@@ -27,7 +25,7 @@ from gateway.clock import Clock
 from gateway.db import Transaction, transaction
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
-from gateway.services.tasks import TaskEvents
+from gateway.services.tasks import TaskEvents, record_update
 from gateway.store import agent_tasks as tasks_store
 from gateway.store import tasks as a2a_store
 from gateway.store import users as users_store
@@ -95,9 +93,8 @@ async def release_waiting(
         released = await tasks_store.release_waiting(conn, owner_id=owner_id)
         for dispatch in released:
             await queue.announce(tx, dispatch)
-        if task_events is not None:
-            for row in settled:
-                tx.call_after(functools.partial(task_events.publish, row))
+        for row in settled:
+            await record_update(tx, row, task_events)
     return len(released)
 
 

@@ -41,6 +41,7 @@ from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
 from gateway.services import a2a_rpc
 from gateway.services import federation as service
+from gateway.services.a2a_push import PushRules
 from gateway.services.tasks import Recipient
 from gateway.store import audit as audit_store
 
@@ -99,6 +100,11 @@ def _context(
         peers=state.peers,
         max_group_members=state.settings.max_group_members,
         typing_interval_seconds=state.settings.typing_interval_seconds,
+        push=PushRules(
+            max_configs=state.settings.a2a_push_max_configs_per_task,
+            allow_http=state.settings.allow_http_dids,
+            policy=state.outbound_policy,
+        ),
     )
 
 

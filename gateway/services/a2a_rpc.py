@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import asyncpg
@@ -27,9 +27,11 @@ from a2a.protocol import (
     GetTaskParams,
     InvalidParamsError,
     JSONRPCError,
+    ListPushConfigsParams,
     ListTasksParams,
     MethodNotFoundError,
-    PushNotificationNotSupportedError,
+    PushConfigIdParams,
+    PushConfigParams,
     SendMessageParams,
     TaskIdParams,
     UnsupportedOperationError,
@@ -45,6 +47,7 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub
+from gateway.services import a2a_push as push_service
 from gateway.services import (
     federated_changes,
     federated_receipts,
@@ -54,6 +57,7 @@ from gateway.services import (
     signals,
 )
 from gateway.services import tasks as tasks_service
+from gateway.services.a2a_push import PushRules
 from gateway.services.callers import A2ACaller, VerifiedPeer
 from gateway.services.content import check_json
 from gateway.services.identity import Identity
@@ -77,7 +81,8 @@ class RpcContext:
     peer's delete removes them). ``peers`` resolves the remote members a group message names
     (None: only members already known join a replica); ``max_group_members`` bounds a group
     a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``); a peer's typing in one
-    conversation reaches its users at most once per ``typing_interval_seconds``.
+    conversation reaches its users at most once per ``typing_interval_seconds``; ``push``
+    bounds webhook configs.
     """
 
     caller: A2ACaller
@@ -96,6 +101,7 @@ class RpcContext:
     peers: PeerDirectory | None = None
     max_group_members: int = 256
     typing_interval_seconds: float = 3.0
+    push: PushRules = field(default_factory=PushRules)
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -117,21 +123,26 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
     """The endpoint's recipient (admitted at the edge), or on ``/a2a`` the one named by
     ``tenant`` (an agent id) or ``metadata.confer.recipient`` (a local DID), admitted here.
 
-    Raises RecipientNotFoundError, PeerBlockedError, ApiKeyScopeError.
+    Raises InvalidParamsError (-32602, A2A §9.5: the request names no recipient, or one this
+    instance does not have — a JSON-RPC error like any other bad params, not an HTTP 404),
+    PeerBlockedError, ApiKeyScopeError.
     """
     if ctx.recipient is not None:
         return ctx.recipient
     did = ConferMetadata.of(params.message.metadata).recipient
     async with ctx.pool.acquire() as conn:
-        if params.tenant:
-            recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
-        elif did:
-            recipient = await federation.recipient_for_did(conn, ctx.identity, did)
-        else:
-            raise RecipientNotFoundError(
-                "name the recipient: params.tenant (an agent id) or "
-                "message.metadata.confer.recipient (a local DID)"
-            )
+        try:
+            if params.tenant:
+                recipient = await federation.resolve_recipient(conn, "agents", params.tenant)
+            elif did:
+                recipient = await federation.recipient_for_did(conn, ctx.identity, did)
+            else:
+                raise InvalidParamsError(
+                    "Invalid params: name the recipient: params.tenant (an agent id) or "
+                    "message.metadata.confer.recipient (a local DID)"
+                )
+        except RecipientNotFoundError as exc:
+            raise InvalidParamsError(f"Invalid params: {exc.detail}") from exc
         await federation.admit(conn, ctx.caller, recipient)
     return recipient
 
@@ -244,7 +255,12 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         )
     change = confer.change()
     if change is None:
+        config = _push_config(ctx, params)
         task, _ = await _send(ctx, params)
+        if config is not None:
+            await push_service.create_config(
+                ctx.pool, ctx.caller.ref, task.id, config, ctx.push, send_task=True
+            )
         if task.state == "TASK_STATE_WORKING" and not _returns_immediately(params):
             task = await _settled(ctx, task)
         return {"task": task_json(task)}
@@ -294,6 +310,53 @@ async def _settled(ctx: RpcContext, row: TaskRow) -> TaskRow:
     return await tasks_service.get_task(ctx.pool, ctx.caller.ref, row.id)
 
 
+def _push_config(ctx: RpcContext, params: SendMessageParams) -> PushConfigParams | None:
+    """``configuration.taskPushNotificationConfig``, checked before anything is stored (the
+    field's 0.3 name ``pushNotificationConfig`` is read too). Raises InvalidParamsError."""
+    configuration = params.configuration or {}
+    raw = configuration.get("taskPushNotificationConfig")
+    if raw is None:
+        raw = configuration.get("pushNotificationConfig")
+    if raw is None:
+        return None
+    config = _params(PushConfigParams, raw)
+    push_service.check_url(config.url, ctx.push)
+    if config.taskId is not None:
+        raise InvalidParamsError("Invalid params: the new task's id is the server's to choose")
+    return config
+
+
+async def create_push_config(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``CreateTaskPushNotificationConfig`` → the stored ``TaskPushNotificationConfig``."""
+    config = _params(PushConfigParams, raw)
+    if config.taskId is None:
+        raise InvalidParamsError("Invalid params: taskId")
+    push_service.check_url(config.url, ctx.push)
+    return await push_service.create_config(
+        ctx.pool, ctx.caller.ref, config.taskId, config, ctx.push
+    )
+
+
+async def get_push_config(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``GetTaskPushNotificationConfig`` → ``TaskPushNotificationConfig``."""
+    params = _params(PushConfigIdParams, raw)
+    return await push_service.get_config(ctx.pool, ctx.caller.ref, params)
+
+
+async def list_push_configs(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``ListTaskPushNotificationConfigs`` → ``ListTaskPushNotificationConfigsResponse``."""
+    return await push_service.list_configs(
+        ctx.pool, ctx.caller.ref, _params(ListPushConfigsParams, raw)
+    )
+
+
+async def delete_push_config(ctx: RpcContext, raw: Any) -> dict[str, Any]:
+    """``DeleteTaskPushNotificationConfig`` → ``{}`` (``google.protobuf.Empty``)."""
+    return await push_service.delete_config(
+        ctx.pool, ctx.caller.ref, _params(PushConfigIdParams, raw)
+    )
+
+
 async def get_task(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``GetTask`` → ``Task`` (A2A §9: the result is the Task itself)."""
     params = _params(GetTaskParams, raw)
@@ -336,7 +399,13 @@ def _finished(state: str, stop_on_interrupt: bool) -> bool:
 
 async def send_streaming_message(ctx: RpcContext, raw: Any) -> AsyncIterator[dict[str, Any]]:
     """``SendStreamingMessage``: the Task as submitted, then its status until it settles."""
-    task, created = await _send(ctx, _params(SendMessageParams, raw))
+    params = _params(SendMessageParams, raw)
+    config = _push_config(ctx, params)
+    task, created = await _send(ctx, params)
+    if config is not None:
+        await push_service.create_config(
+            ctx.pool, ctx.caller.ref, task.id, config, ctx.push, send_task=True
+        )
     if created:
         submitted = task_json(task)
         submitted["status"] = {"state": "TASK_STATE_SUBMITTED"}
@@ -370,6 +439,10 @@ UNARY: dict[str, Unary] = {
     "GetTask": get_task,
     "ListTasks": list_tasks,
     "CancelTask": cancel_task,
+    "CreateTaskPushNotificationConfig": create_push_config,
+    "GetTaskPushNotificationConfig": get_push_config,
+    "ListTaskPushNotificationConfigs": list_push_configs,
+    "DeleteTaskPushNotificationConfig": delete_push_config,
 }
 STREAMING: dict[str, Streaming] = {
     "SendStreamingMessage": send_streaming_message,
@@ -377,31 +450,17 @@ STREAMING: dict[str, Streaming] = {
 }
 
 
-PUSH_CONFIG_METHODS = frozenset(
-    {
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
-    }
-)
-"""A2A 1.0 methods of capabilities Confer's cards do not declare (push notifications)."""
-
-
 def method(name: str) -> tuple[Unary | None, Streaming | None]:
     """The handler for ``name``.
 
-    Raises PushNotificationNotSupportedError (-32003) for the push-config methods and
-    UnsupportedOperationError (-32004) for ``GetExtendedAgentCard``: A2A 1.0 defines them, but
-    the card declares neither ``pushNotifications`` nor ``extendedAgentCard`` (§3.1.7-§3.1.11).
+    Raises UnsupportedOperationError (-32004) for ``GetExtendedAgentCard``: A2A 1.0 defines
+    it, but the card does not declare ``extendedAgentCard`` (§3.1.11).
     Raises MethodNotFoundError for any other unknown name.
     """
     if name in UNARY:
         return UNARY[name], None
     if name in STREAMING:
         return None, STREAMING[name]
-    if name in PUSH_CONFIG_METHODS:
-        raise PushNotificationNotSupportedError("Push notifications are not supported")
     if name == "GetExtendedAgentCard":
         raise UnsupportedOperationError("This agent has no authenticated extended card")
     raise MethodNotFoundError(f"Method not found: {name}")

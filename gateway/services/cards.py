@@ -94,6 +94,7 @@ def _card(
         "version": CONFER_VERSION,
         "capabilities": {
             "streaming": True,
+            "pushNotifications": True,
             "extensions": [signature_extension(identity, max_age)],
         },
         "securitySchemes": {

@@ -11,7 +11,6 @@ Every step is audited.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,7 +29,7 @@ from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.policy import Verdict
 from gateway.services.settlement import is_allowed, settle_task
-from gateway.services.tasks import Recipient, TaskEvents
+from gateway.services.tasks import Recipient, TaskEvents, record_update
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
@@ -143,7 +142,7 @@ async def announce_outcome(
     decided = permission_json(outcome.permission)
     await hub.append(tx, [outcome.owner_id], PERMISSION_DECIDED, decided)
     if outcome.task is not None:
-        tx.call_after(functools.partial(task_events.publish, outcome.task))
+        await record_update(tx, outcome.task, task_events)
 
 
 async def list_permissions(

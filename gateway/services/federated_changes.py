@@ -37,7 +37,13 @@ from gateway.services.attachments import discard_message_files
 from gateway.services.callers import A2ACaller
 from gateway.services.content import validate_message
 from gateway.services.outbound import Change, queue_for_peers
-from gateway.services.tasks import Recipient, TaskEvents, held_for_owner, withdraw_agent_answer
+from gateway.services.tasks import (
+    Recipient,
+    TaskEvents,
+    held_for_owner,
+    record_update,
+    withdraw_agent_answer,
+)
 from gateway.storage import AttachmentStorage
 from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
@@ -123,7 +129,7 @@ async def apply_change(
             await _relay(conn, recipient, message, edited, change)
         await _audit(conn, caller, kind, change.messageId, done)
         if done.task is not None:
-            tx.call_after(functools.partial(task_events.publish, done.task))
+            await record_update(tx, done.task, task_events)
     answer = f"{kind.capitalize()} applied." if done.applied else "Nothing to change."
     reply = agent_text_message(
         answer,

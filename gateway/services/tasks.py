@@ -33,9 +33,10 @@ from a2a.protocol import (
     agent_text_message,
 )
 from gateway.clock import Clock
-from gateway.db import transaction
+from gateway.db import Transaction, transaction
 from gateway.ids import new_id
 from gateway.realtime.bus import EventBus, InProcessBus
+from gateway.store import a2a_push as push_store
 from gateway.store import agent_tasks as agent_tasks_store
 from gateway.store import audit as audit_store
 from gateway.store import messages as messages_store
@@ -191,6 +192,22 @@ class TaskEvents:
             log.warning("could not publish an update of task %s", row.id, exc_info=True)
 
 
+async def record_update(tx: Transaction, row: TaskRow, events: TaskEvents | None = None) -> None:
+    """A task changed to ``row`` in ``tx``: queue its ``StreamResponse`` (``statusUpdate``)
+    for each enabled push-notification config of the task in the same transaction (the push
+    worker delivers it, A2A 1.0 §4.3), and publish it to ``events``' streams after commit."""
+    configs = await push_store.count_configs(tx.conn, task_id=row.id)
+    if configs:
+        await push_store.queue_notifications(
+            tx.conn,
+            ids=[new_id() for _ in range(configs)],
+            task_id=row.id,
+            payload=status_update(row),
+        )
+    if events is not None:
+        tx.call_after(functools.partial(events.publish, row))
+
+
 async def get_task(pool: asyncpg.Pool, caller: str, task_id: str) -> TaskRow:
     """The caller's task. Raises TaskNotFoundError (missing or someone else's)."""
     async with pool.acquire() as conn:
@@ -294,7 +311,7 @@ async def cancel_task(
             user_id=row.user_id,
             details={"task_id": row.id, "caller": caller},
         )
-        tx.call_after(functools.partial(events.publish, updated))
+        await record_update(tx, updated, events)
     return updated
 
 

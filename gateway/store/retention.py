@@ -92,6 +92,20 @@ async def delete_expired_resets(conn: asyncpg.Connection, *, before: datetime, l
     )
 
 
+async def delete_failed_push(conn: asyncpg.Connection, *, before: datetime, limit: int) -> int:
+    """Delete push notifications given up on (their config was disabled) that were queued
+    before ``before``; pending ones are the push worker's."""
+    return _count(
+        await conn.execute(
+            """DELETE FROM a2a_push_outbox WHERE id IN (
+                 SELECT id FROM a2a_push_outbox
+                 WHERE state = 'failed' AND created_at < $1 LIMIT $2)""",
+            before,
+            limit,
+        )
+    )
+
+
 async def delete_decided_permissions(
     conn: asyncpg.Connection, *, before: datetime, limit: int
 ) -> int:

@@ -26,21 +26,18 @@ A message deleted meanwhile is not fetched, and bytes that arrive after its dele
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-import asyncpg
 import httpx
 
 from a2a.signatures import FETCH_COMPONENTS
 from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy
 from gateway.clock import Clock
-from gateway.db import transaction
+from gateway.db import Pool, transaction
 from gateway.errors import PayloadTooLargeError, StorageUnavailableError
 from gateway.ids import new_id
 from gateway.services.identity import Identity
@@ -49,6 +46,7 @@ from gateway.storage import AttachmentStorage
 from gateway.store import attachments as store
 from gateway.store import audit as audit_store
 from gateway.store import users as users_store
+from gateway.workers.draining import DrainingWorker
 from models import AttachmentRow
 
 log = logging.getLogger(__name__)
@@ -64,12 +62,18 @@ Outcome = tuple[str, str | None]
 """``("fetched" | "retry" | "failed", reason)``."""
 
 
-class AttachmentFetcher:
-    """Fetches pending peer files; run one per process with :meth:`run` (supervised)."""
+class AttachmentFetcher(DrainingWorker):
+    """Fetches pending peer files; run one per process with :meth:`run` (supervised), woken by
+    ``NOTIFY confer_attachment_fetch``."""
+
+    channel = store.FETCH_CHANNEL
+    label = "attachment fetch"
+    idle_wait = IDLE_WAIT
+    min_wait = 0.5
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         client: httpx.AsyncClient,
         identity: Identity,
         clock: Clock,
@@ -77,33 +81,8 @@ class AttachmentFetcher:
         policy: OutboundPolicy,
         storage: AttachmentStorage,
     ) -> None:
-        self._pool = pool
-        self._client = client
-        self._identity = identity
-        self._clock = clock
-        self._settings = settings
-        self._policy = policy
+        super().__init__(pool, client, identity, clock, settings, policy)
         self._storage = storage
-        self._wake = asyncio.Event()
-
-    def wake(self, *_: Any) -> None:
-        """Ask the worker to look for due fetches now."""
-        self._wake.set()
-
-    async def run(self) -> None:
-        """Fetch until cancelled, woken by ``NOTIFY confer_attachment_fetch``."""
-        # Its own connection, outside the pool: a LISTEN for the life of the worker must not
-        # hold a slot that requests wait for.
-        listener = await self._pool.connect_direct()
-        try:
-            await listener.add_listener(store.FETCH_CHANNEL, self.wake)
-            while True:
-                if not await self.run_once():
-                    await self._sleep()
-        finally:
-            with contextlib.suppress(Exception):
-                await listener.remove_listener(store.FETCH_CHANNEL, self.wake)
-            await listener.close()
 
     async def run_once(self) -> bool:
         """Claim and attempt every due fetch; True when there were any."""
@@ -115,14 +94,10 @@ class AttachmentFetcher:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return bool(rows)
 
-    async def _sleep(self) -> None:
+    async def next_due_at(self) -> datetime | None:
+        """When the earliest pending fetch is due, or None."""
         async with self._pool.acquire() as conn:
-            due = await store.next_fetch_due_at(conn)
-        wait = IDLE_WAIT
-        if due is not None:
-            wait = min(IDLE_WAIT, max(0.5, (due - self._clock.now()).total_seconds()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            return await store.next_fetch_due_at(conn)
 
     async def _attempt(self, row: AttachmentRow) -> None:
         try:

@@ -45,11 +45,9 @@ the request carries that span's ``traceparent``/``tracestate``, covered by the s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -63,7 +61,6 @@ from did.outbound import OutboundPolicy, read_capped
 from did.resolver import parse_json_object
 from gateway.clock import Clock
 from gateway.db import Pool, transaction
-from gateway.errors import DatabaseBusyError
 from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
 from gateway.services.deliveries import announce_delivery
@@ -73,6 +70,7 @@ from gateway.settings import Settings
 from gateway.store import audit as audit_store
 from gateway.store import federation as store
 from gateway.tracing import carrier_of, parent_context
+from gateway.workers.draining import DrainingWorker
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +126,7 @@ def _excerpt(body: bytes | None) -> str:
     return body[:300].decode("utf-8", errors="replace")
 
 
-class DeliveryWorker:
+class DeliveryWorker(DrainingWorker):
     """Drains ``federation_outbox``; run one per process with :meth:`run` (supervised).
 
     ``policy`` is the outbound address policy (module docstring); the default one is on.
@@ -136,6 +134,10 @@ class DeliveryWorker:
     ``message.delivery_updated`` event (:mod:`gateway.services.deliveries`). With ``tracer``,
     every attempt is a span (module docstring).
     """
+
+    channel = "confer_outbox"
+    label = "delivery"
+    idle_wait = IDLE_WAIT
 
     def __init__(
         self,
@@ -149,43 +151,10 @@ class DeliveryWorker:
         federation_policy: FederationPolicy | None = None,
         tracer: trace.Tracer | None = None,
     ) -> None:
-        self._pool = pool
+        super().__init__(pool, client, identity, clock, settings, policy or OutboundPolicy())
         self._federation = federation_policy
         self._tracer = tracer
         self._hub = hub
-        self._client = client
-        self._policy = policy or OutboundPolicy()
-        self._identity = identity
-        self._clock = clock
-        self._settings = settings
-        self._wake = asyncio.Event()
-
-    def wake(self, *_: Any) -> None:
-        """Ask the worker to look for due deliveries now."""
-        self._wake.set()
-
-    async def run(self) -> None:
-        """Deliver until cancelled."""
-        # Its own connection, outside the pool: a LISTEN for the life of the worker must not
-        # hold a slot that requests wait for.
-        listener = await self._pool.connect_direct()
-        try:
-            await listener.add_listener("confer_outbox", self.wake)
-            while True:
-                await self._run_once_safely()
-        finally:
-            with contextlib.suppress(Exception):
-                await listener.remove_listener("confer_outbox", self.wake)
-            await listener.close()
-
-    async def _run_once_safely(self) -> None:
-        try:
-            delivered_any = await self.run_once()
-        except (asyncpg.PostgresError, OSError, DatabaseBusyError) as exc:
-            log.warning("delivery worker: database error: %s", exc)
-            delivered_any = False
-        if not delivered_any:
-            await self._sleep()
 
     async def run_once(self) -> bool:
         """Claim and attempt every due head-of-queue delivery; True when there were any."""
@@ -203,16 +172,13 @@ class DeliveryWorker:
             await asyncio.gather(*(self._attempt(row) for row in rows))
         return bool(rows)
 
-    async def _sleep(self) -> None:
+    async def next_due_at(self) -> datetime | None:
+        """When the earliest head of any destination is due (a parked one's at its next
+        probe), or None."""
         async with self._pool.acquire() as conn:
-            due = await store.next_due_at(
+            return await store.next_due_at(
                 conn, probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds)
             )
-        wait = IDLE_WAIT
-        if due is not None:
-            wait = min(IDLE_WAIT, max(0.0, (due - self._clock.now()).total_seconds()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=wait)
 
     async def _attempt(self, row: store.OutboxRow) -> None:
         span = self._start_span(row)

@@ -34,7 +34,6 @@ from typing import Any
 import asyncpg
 
 from gateway.clock import Clock
-from gateway.db import listening
 from gateway.realtime.ephemeral import EphemeralStore
 from gateway.services.mail import Mailer, MailError
 from gateway.services.notifications import Digest, compose, mail_text
@@ -85,7 +84,7 @@ class NotificationWorker:
         """Notify until cancelled, woken by ``NOTIFY confer_notifications``."""
         # Its own connection, outside the pool: a LISTEN for the life of the worker must not
         # hold a slot that requests wait for.
-        async with listening(self._pool, store.NOTIFY_CHANNEL, self.wake):
+        async with self._pool.listening(store.NOTIFY_CHANNEL, self.wake):
             while True:
                 if not await self.run_once():
                     await self._sleep()

@@ -32,6 +32,11 @@ for long. Times come from the injected clock. What each table keeps:
     decision notices go ``retention_outbox_delivered_seconds`` after delivery; rows given up on
     go ``retention_outbox_failed_seconds`` after they failed (kept longer, for diagnosis).
 
+``a2a_push_outbox``
+    A delivered push notification is deleted when it is delivered; pending ones are the push
+    worker's; those failed (their config was disabled) go ``retention_outbox_failed_seconds``
+    after they were queued.
+
 ``user_events``
     Events beyond the last ``ws_replay_window`` of a user's stream or older than
     ``ws_replay_max_age_seconds`` (a device resuming there gets ``resync_required``).
@@ -124,6 +129,9 @@ async def retain_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> d
     async def failed(conn: asyncpg.Connection, limit: int) -> int:
         return await store.delete_failed_outbox(conn, before=failed_before, limit=limit)
 
+    async def failed_push(conn: asyncpg.Connection, limit: int) -> int:
+        return await store.delete_failed_push(conn, before=failed_before, limit=limit)
+
     async def permissions(conn: asyncpg.Connection, limit: int) -> int:
         return await store.delete_decided_permissions(conn, before=decided_before, limit=limit)
 
@@ -134,6 +142,7 @@ async def retain_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> d
         "signature_nonces": await drain(pool, nonces, batch),
         "federation_inbox": await drain(pool, inbox, batch),
         "federation_outbox": await drain(pool, delivered, batch) + await drain(pool, failed, batch),
+        "a2a_push_outbox": await drain(pool, failed_push, batch),
         "user_events": await trim_events(pool, now, settings),
         "permissions": await drain(pool, permissions, batch, atomic=True),
         "password_resets": await drain(pool, resets, batch),

@@ -309,11 +309,12 @@ async def test_a_deeply_nested_api_key_body_is_a_parse_error(b: Instance, agent)
             -32005,
         ),
         (call("GetTask", {"id": "nope"}), {}, -32001),
-        # A2A 1.0 §3.1.7-§3.1.10: push configs without capabilities.pushNotifications
-        (call("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "https://x"}), {}, -32003),
-        (call("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}), {}, -32003),
-        (call("ListTaskPushNotificationConfigs", {"taskId": "t"}), {}, -32003),
-        (call("DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}), {}, -32003),
+        # push configs of a task that is not the caller's (docs/federation.md#push-notifications)
+        (call("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "https://x"}), {}, -32001),
+        (call("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}), {}, -32001),
+        (call("ListTaskPushNotificationConfigs", {"taskId": "t"}), {}, -32001),
+        (call("DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}), {}, -32001),
+        (call("CreateTaskPushNotificationConfig", {"taskId": "t"}), {}, -32602),
         # §3.1.11: no capabilities.extendedAgentCard
         (call("GetExtendedAgentCard", {}), {}, -32004),
     ],
@@ -392,13 +393,22 @@ async def test_instance_endpoint_routes_by_tenant(b: Instance, agent) -> None:
     params = {"tenant": agent_id, **text_message("via the instance")}
     task = (await rpc(b, "/a2a", key, call("SendMessage", params)))["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    nobody = await b.client.post(
-        "/a2a",
-        json=call("SendMessage", text_message("to whom?")),
-        headers={**A2A, "Authorization": f"Bearer {key}"},
-    )
-    assert nobody.status_code == 404
-    assert nobody.json()["code"] == "recipient_not_found"
+    # no tenant, or one this instance does not have: a JSON-RPC error (A2A §9.5), not a 404
+    for params in (text_message("to whom?"), {"tenant": "nobody", **text_message("?")}):
+        nobody = await b.client.post(
+            "/a2a",
+            json=call("SendMessage", params, rpc_id="x"),
+            headers={**A2A, "Authorization": f"Bearer {key}"},
+        )
+        assert nobody.status_code == 200, nobody.text
+        answer = nobody.json()
+        assert answer["id"] == "x" and answer["jsonrpc"] == "2.0"
+        assert answer["error"]["code"] == -32602
+        assert answer["error"]["data"][0]["reason"] == "INVALID_PARAMS"
+        assert "None" not in answer["error"]["message"]
+    assert "tenant" in answer["error"]["message"] or "nobody" in answer["error"]["message"]
+    async with b.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM a2a_tasks") == 1
 
 
 async def test_signed_peer_gets_tasks_too(database_url: str) -> None:

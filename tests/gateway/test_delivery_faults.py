@@ -265,5 +265,9 @@ async def test_a_delivery_to_a_private_address_is_refused_audited_and_kept(make_
         async with run_instance(db_a, **LOOPBACK_EXEMPT) as a:
             await wait_until(lambda: _has(b, 1))
             assert await bobs_messages(b) == ["through the front door only"]
-            [row] = await fetch(a, "SELECT delivered_at FROM federation_outbox")
-            assert row["delivered_at"] is not None
+
+            async def recorded() -> bool:  # the sender records after the receiver answered
+                [row] = await fetch(a, "SELECT delivered_at FROM federation_outbox")
+                return row["delivered_at"] is not None
+
+            await wait_until(recorded)

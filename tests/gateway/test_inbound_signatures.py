@@ -411,9 +411,9 @@ async def test_the_instance_endpoint_asks_for_a_recipient(setup) -> None:
     body = peer.rpc("to whom?")  # signed, but names no recipient
     before = await _written(b)
     response = await b.client.post("/a2a", content=body, headers=peer.signed_headers(url, body))
-    assert response.status_code == 404, response.text
-    problem = response.json()
-    assert problem["code"] == "recipient_not_found"
-    assert "None" not in problem["detail"]
-    assert "tenant" in problem["detail"] and "recipient" in problem["detail"]
+    assert response.status_code == 200, response.text  # a JSON-RPC error (A2A §9.5)
+    error = response.json()["error"]
+    assert error["code"] == -32602
+    assert "None" not in error["message"]
+    assert "tenant" in error["message"] and "recipient" in error["message"]
     assert await _written(b) == before

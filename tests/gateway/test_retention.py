@@ -154,6 +154,7 @@ async def test_every_table_stays_bounded_under_repeated_traffic(setup) -> None:
             "signature_nonces",
             "federation_inbox",
             "federation_outbox",
+            "a2a_push_outbox",
             "user_events",
             "permissions",
             "password_resets",
