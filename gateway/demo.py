@@ -77,7 +77,7 @@ async def confer_process(port: int, database_url: str, say: Say) -> AsyncIterato
         "CONFER_DATABASE_URL": database_url,
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
-        # The web client has no screen for message requests yet: the demo's strangers chat.
+        # The demo's strangers chat at once (the web client's "Requests" would hold them).
         "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",
     }
     log = tempfile.TemporaryFile()

@@ -79,7 +79,7 @@ async def restarted(port: int, database_url: str) -> AsyncIterator[str]:
         "CONFER_DATABASE_URL": database_url,
         "CONFER_ALLOW_HTTP_DIDS": "true",
         "CONFER_ALLOW_PRIVATE_NETWORKS": "true",
-        "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",  # as the demo: no requests screen yet
+        "CONFER_MESSAGE_REQUESTS_DEFAULT": "false",  # as the demo; requests: test_requests_reports
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,

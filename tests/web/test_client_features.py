@@ -341,6 +341,7 @@ async def test_profile_roles_knowledge_and_context_inspector_in_chromium(make_da
             assert me.json()["preferences"]["privacy"] == {
                 "allow_offline_response": False,
                 "notification_preview": False,
+                "message_requests": None,  # untouched: the instance's default still applies
             }
             assert me.json()["preferences"]["notification"]["push"] is True
 

@@ -17,6 +17,8 @@ import { Members } from "./members";
 import { Settings } from "./settings";
 import { PolicyEditor } from "./policies";
 import { SearchBox } from "./search";
+import { Requests, RequestsLink } from "./requests";
+import { Moderation, ModerationLink, ReportButton, ReportOutcomes } from "./reports";
 
 function useRoute(): string {
   const [hash, setHash] = useState(location.hash);
@@ -371,6 +373,7 @@ function Chat({ id }: { id: string }) {
                   <button onClick={() => { setReplyTo(m); input.current?.focus(); }} aria-label="Reply">Reply</button>
                   <ThreadAction m={m} />
                   {canTranslate(m, mine) && <TranslateButton m={m} />}
+                  {!mine && m.sender_did !== s.me.agent_did && <ReportButton m={m} />}
                   {mine && m.content_type === "text" && (
                     <button aria-label="Edit" onClick={() => { setEditing(m); setText(m.content ?? ""); input.current?.focus(); }}>Edit</button>
                   )}
@@ -615,6 +618,8 @@ function App() {
   else if (route === "/knowledge") main = <Knowledge />;
   else if (route === "/projects") main = <ProjectMemory />;
   else if (route === "/settings") main = <Settings />;
+  else if (route === "/requests") main = <Requests />;
+  else if (route === "/moderation") main = <Moderation />;
   if (!chat && s.openId) void s.open(null);
   return (
     <div class={main ? "shell has-main" : "shell"}>
@@ -622,11 +627,14 @@ function App() {
         <a href="#/" class="brand">Confer</a>
         <ConnectionBadge />
         <nav aria-label="Account">
+          {/* Requests first: its count must show on a phone, where the links scroll sideways */}
+          <RequestsLink /> <ModerationLink />{" "}
           <a href="#/agent">Agent</a> <a href="#/memories">Memories</a> <a href="#/knowledge">Knowledge</a>{" "}
           <a href="#/projects">Projects</a> <a href="#/contacts">Contacts</a>{" "}
           <a href="#/settings">Settings</a> <a href="#/sessions">Sessions</a>{" "}
           <button class="link" onClick={() => s.logout()}>Log out {s.me.username}</button>
         </nav>
+        <ReportOutcomes />
       </header>
       <ConversationList />
       <main class="main">{main ?? <p class="muted placeholder">Pick a conversation.</p>}</main>

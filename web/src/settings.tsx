@@ -39,6 +39,10 @@ export function Settings() {
           privacy: {
             allow_offline_response: f.get("allow_offline_response") === "on",
             notification_preview: f.get("notification_preview") === "on",
+            // Unset means the instance's default (CONFER_MESSAGE_REQUESTS_DEFAULT, which the client
+            // cannot see): only a choice made here is sent, so saving the rest pins nothing.
+            ...(prefs.privacy?.message_requests != null || f.get("message_requests") !== "on"
+              ? { message_requests: f.get("message_requests") === "on" } : {}),
           },
         },
       });
@@ -83,6 +87,8 @@ export function Settings() {
           <legend>Privacy</legend>
           <label class="check"><input type="checkbox" name="allow_offline_response" defaultChecked={prefs.privacy?.allow_offline_response} />
             {" "}My agent may answer for me while I am offline</label>
+          <label class="check"><input type="checkbox" name="message_requests" defaultChecked={prefs.privacy?.message_requests ?? true} />
+            {" "}Hold first messages from strangers as requests</label>
         </fieldset>
         {error && <p role="alert" class="error">{error}</p>}
         <button type="submit">Save</button>

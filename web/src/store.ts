@@ -91,6 +91,8 @@ export class Store {
   error: string | null = null;
   socket: Socket | null = null;
   private listeners = new Set<() => void>();
+  /** Screens in their own modules that follow event types the store keeps no state for. */
+  private frameListeners = new Set<(f: Frame) => void>();
 
   constructor() {
     this.api.onSignedOut = () => this.signedOut();
@@ -102,6 +104,11 @@ export class Store {
   }
   changed() {
     this.listeners.forEach((fn) => fn());
+  }
+  /** Call ``fn`` with every live event, before the store applies it. */
+  onFrame(fn: (f: Frame) => void) {
+    this.frameListeners.add(fn);
+    return () => this.frameListeners.delete(fn);
   }
 
   /** After login/register or on load with stored tokens. */
@@ -284,6 +291,7 @@ export class Store {
 
   apply(f: Frame) {
     const d = f.data;
+    this.frameListeners.forEach((fn) => fn(f));
     switch (f.type) {
       case "message.created": {
         const known = this.messages.get(d.conversation_id)?.some((m) => m.id === d.id);
