@@ -9,6 +9,7 @@ environment, then ``.env`` in the working directory (``KEY=value`` lines; keys w
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from pathlib import Path
 from typing import Literal
@@ -351,7 +352,8 @@ class Settings(BaseSettings):
 
     # Accounts (docs/accounts.md).
     admin_usernames: str = Field(
-        default="", description="Comma-separated usernames that are admins (bootstrap)."
+        default="",
+        description="Usernames that are admins (bootstrap): comma-separated or a JSON list.",
     )
     encryption_keys: str | None = Field(
         default=None,
@@ -550,6 +552,17 @@ class Settings(BaseSettings):
     rate_limit_reset_account: str = Field(
         default="3/hour", description="Reset e-mails per account (more are silently not sent)."
     )
+
+    @field_validator("admin_usernames")
+    @classmethod
+    def _admins_are_a_list(cls, value: str) -> str:
+        # comma-separated, or a JSON list like the other list settings; a broken JSON list
+        # would otherwise make nobody an admin without a word
+        if value.strip().startswith("["):
+            parsed = json.loads(value)  # ValueError says where it breaks
+            if not isinstance(parsed, list) or not all(isinstance(n, str) for n in parsed):
+                raise ValueError("CONFER_ADMIN_USERNAMES: a JSON list of usernames")
+        return value
 
     @field_validator("outbound_allowed_networks")
     @classmethod

@@ -67,11 +67,12 @@ class MalformedResume(ValueError):
     """A resume position whose ``offset`` is not a non-negative integer (closes with 1003)."""
 
 
-def _resume_from(values: Any) -> Resume | None:
+def _resume_from(values: Any, *, query: bool = False) -> Resume | None:
     """A Resume from a mapping with ``epoch`` and ``offset``; None when either is absent.
 
     ``offset`` must be a non-negative integer: a JSON integer in the ``auth`` frame or a string
-    of decimal digits in the query. Anything else (``-5``, ``"abc"``, ``1.5``, ``1e400``,
+    of decimal digits in the query (``query``). Anything else (``"5"`` in the frame, ``-5``,
+    ``"abc"``, ``1.5``, ``1e400``,
     ``-Infinity``, ``true``) raises MalformedResume: resuming from a position the client cannot
     have been given is a protocol error, not a fresh start (docs/websocket.md, "Resuming").
     """
@@ -80,7 +81,7 @@ def _resume_from(values: Any) -> Resume | None:
         return None
     if isinstance(offset, int) and not isinstance(offset, bool):
         number = offset
-    elif isinstance(offset, str) and offset.isascii() and offset.isdigit():
+    elif query and isinstance(offset, str) and offset.isascii() and offset.isdigit():
         number = int(offset)
     else:
         raise MalformedResume("offset must be a non-negative integer")
@@ -134,7 +135,7 @@ async def _authenticate(
             return None
         auth, frame = result
     try:
-        resume = _resume_from(frame) or _resume_from(websocket.query_params)
+        resume = _resume_from(frame) or _resume_from(websocket.query_params, query=True)
     except MalformedResume:
         await websocket.close(code=CLOSE_UNSUPPORTED, reason="invalid resume offset")
         return None

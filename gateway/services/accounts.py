@@ -8,6 +8,8 @@ Login and registration are rate limited per client IP and (login) per account na
 
 from __future__ import annotations
 
+import contextlib
+import json
 from dataclasses import dataclass
 
 import asyncpg
@@ -56,8 +58,18 @@ class Authenticated:
 
 
 def admin_usernames(settings: Settings) -> set[str]:
-    """The canonical usernames listed in CONFER_ADMIN_USERNAMES."""
-    return {usernames.canonical(n.strip()) for n in settings.admin_usernames.split(",") if n}
+    """The canonical usernames listed in CONFER_ADMIN_USERNAMES: comma-separated, or a JSON
+    list like the other list settings (``["alice", "bob"]``)."""
+    raw = settings.admin_usernames.strip()
+    names: list[str] = []
+    if raw.startswith("["):
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(raw)
+            if isinstance(parsed, list):
+                names = [n for n in parsed if isinstance(n, str)]
+    else:
+        names = raw.split(",")
+    return {usernames.canonical(n.strip()) for n in names if n.strip()}
 
 
 async def user_public(conn: asyncpg.Connection, user: User) -> UserPublic:

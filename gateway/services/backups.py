@@ -70,10 +70,17 @@ async def create_backup(
 ) -> BackupSummary:
     """Write the backup archive to ``path`` (replaced atomically when it exists).
 
-    Raises BackupError when ``pg_dump`` is missing or fails, StorageUnavailableError when the
-    storage cannot be read.
+    The archive holds every secret of the instance (its signing keys, password hashes), so it
+    is readable by its owner only (mode 0600).
+
+    Raises BackupError when ``pg_dump`` is missing or fails or ``path`` cannot be written (a
+    missing folder, a directory), StorageUnavailableError when the storage cannot be read.
     """
     path = await asyncio.to_thread(path.resolve)
+    if await asyncio.to_thread(path.is_dir):
+        raise BackupError(f"{path} is a directory: give the archive's file name")
+    if not await asyncio.to_thread(path.parent.is_dir):
+        raise BackupError(f"{path.parent} does not exist")
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".confer-backup-") as tmp:
         work = Path(tmp)
         snapshot = await _dump(database_url, work / DATABASE, bin_dir)
@@ -95,6 +102,7 @@ async def create_backup(
             await asyncio.to_thread(writer.add_manifest, manifest)
         finally:
             await asyncio.to_thread(writer.close)
+        await asyncio.to_thread(os.chmod, partial, 0o600)
         await asyncio.to_thread(os.replace, partial, path)
     return BackupSummary(
         revision=snapshot.revision,

@@ -191,7 +191,11 @@ class WebPushSender:
             log.warning("push endpoint refused by the address policy: %s", exc.detail)
             return "gone"
         except (TimeoutError, DIDResolutionError, httpx.HTTPError, httpx.InvalidURL) as exc:
-            log.info("push to %s failed: %s", urlsplit(target.endpoint).netloc, exc)
+            log.info(
+                "push to %s failed: %s",
+                urlsplit(target.endpoint).netloc,
+                str(exc) or type(exc).__name__,
+            )
             return "retry"
         return classify(response.status_code)
 

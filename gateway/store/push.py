@@ -35,7 +35,10 @@ async def upsert_subscription(
     auth: bytes,
 ) -> PushSubscriptionRow:
     """Store the session's subscription, replacing the one it had; an endpoint held by
-    another session (the same browser, logged in again) moves to this one."""
+    another session (the same browser, logged in again) moves to this one. Runs inside the
+    caller's transaction: requests naming one endpoint at once are serialised on it (two
+    sessions racing past the delete would otherwise both insert it)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 8291))", endpoint)
     await conn.execute(
         "DELETE FROM push_subscriptions WHERE endpoint = $1 AND session_id <> $2",
         endpoint,

@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from gateway.services.admin_bootstrap import ensure_admin
+from gateway.settings import Settings
 from tests.gateway.harness import Instance, User, run_instance
 
 PASSWORD = "correct horse battery"
@@ -155,6 +157,20 @@ async def test_bootstrap_setting_promotes_existing_users(database_url: str) -> N
                 "SELECT count(*) FROM audit_log WHERE action = 'admin.granted'"
             )
         assert granted == 1
+
+
+async def test_bootstrap_admins_may_be_a_json_list(database_url: str) -> None:
+    """``CONFER_ADMIN_USERNAMES`` as a JSON list (like the other list settings) promotes its
+    users; a malformed list is refused at start, never read as "no admins"."""
+    async with run_instance(database_url) as plain:
+        await plain.register("alice", PASSWORD)
+    async with run_instance(database_url, admin_usernames='["Alice", "nobody"]') as promoted:
+        login = await promoted.client.post(
+            "/v1/auth/login", json={"username": "alice", "password": PASSWORD}
+        )
+        assert login.json()["user"]["is_admin"] is True
+    with pytest.raises(ValidationError, match="admin_usernames"):
+        Settings(admin_usernames='["alice", ')
 
 
 async def test_ensure_admin_creates_or_promotes(instance: Instance) -> None:

@@ -80,6 +80,8 @@ async def backup(database_url: str, tmp_path: Path) -> AsyncIterator[Backup]:
         made = await confer("backup", str(archive), env=env)
     assert made.returncode == 0, made.stderr
     assert "and 1 attachment(s), 700000 bytes" in made.stdout
+    # it holds the instance's signing keys and password hashes: its owner's eyes only
+    assert archive.stat().st_mode & 0o777 == 0o600
     yield Backup(archive, port, cid, attachment_id, env)
 
 
@@ -260,3 +262,18 @@ async def test_a_file_gone_from_storage_is_listed_as_missing(
         manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
     assert manifest["missing"] == [f"local:{backup.attachment_id}"]
     assert manifest["attachments"] == []
+
+
+async def test_a_target_that_cannot_be_written_is_one_sentence(
+    backup: Backup, tmp_path: Path
+) -> None:
+    """A missing folder or a directory as the target: ``error: …`` before any dump, no
+    traceback."""
+    for target, says in (
+        (tmp_path / "no-such-folder" / "x.tar", "does not exist"),
+        (tmp_path, "is a directory"),
+    ):
+        made = await confer("backup", str(target), env=backup.source)
+        assert made.returncode == 1, made.stdout
+        assert made.stderr.startswith("error: ") and says in made.stderr, made.stderr
+        assert "Traceback" not in made.stderr

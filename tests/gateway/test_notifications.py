@@ -337,3 +337,35 @@ async def test_two_processes_share_the_outbox(database_url: str) -> None:
         assert push.hits["bob"] == 1 and payload["count"] == 3  # leased by one process only
         assert await pending(second, bob) == 0
         assert push.errors == []
+
+
+async def test_sessions_racing_for_one_endpoint_all_succeed(
+    pushes: tuple[Instance, PushService],
+) -> None:
+    """The same browser subscribed by several sessions at the same moment: every request is a
+    201 (none trips over the endpoint's uniqueness) and one session holds it afterwards."""
+    instance, push = pushes
+    bob = await instance.register("bob")
+    sessions = [bob]
+    for device in range(3):
+        response = await instance.client.post(
+            "/v1/auth/login",
+            json={
+                "username": "bob",
+                "password": "correct horse battery",
+                "device_id": f"tab-{device}",
+            },
+        )
+        assert response.status_code == 200, response.text
+        sessions.append(User(instance, response.json()["access_token"], bob.profile))
+    for round_ in range(4):
+        body = push.browser(f"shared-{round_}").subscription(push.endpoint(f"shared-{round_}"))
+        answers = await asyncio.gather(
+            *(s.request("POST", "/v1/push/subscriptions", json=body) for s in sessions)
+        )
+        assert [a.status_code for a in answers] == [201] * len(sessions), [a.text for a in answers]
+        async with instance.state.pool.acquire() as conn:
+            holders = await conn.fetchval(
+                "SELECT count(*) FROM push_subscriptions WHERE endpoint = $1", body["endpoint"]
+            )
+        assert holders == 1

@@ -309,7 +309,7 @@ async def test_presence_on_first_device_and_last_device(instance: Instance) -> N
     await ws_bob.close()
 
 
-@pytest.mark.parametrize("offset", ["1e400", "-Infinity", "-5", '"abc"', "1.5", "true"])
+@pytest.mark.parametrize("offset", ["1e400", "-Infinity", "-5", '"abc"', '"5"', "1.5", "true"])
 async def test_a_malformed_resume_offset_in_the_auth_frame_closes_with_1003(
     instance: Instance, offset: str
 ) -> None:
