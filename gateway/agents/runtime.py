@@ -11,7 +11,6 @@ failure stores a ``system_notice`` message instead and marks the task failed.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from typing import Any
 
@@ -29,7 +28,7 @@ from gateway.errors import ConversationNotFoundError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.services.outbound import Post, queue_for_peers
-from gateway.services.tasks import TaskEvents
+from gateway.services.tasks import TaskEvents, record_update
 from gateway.settings import Settings
 from gateway.store import agent_context as context_store
 from gateway.store import agent_tasks as tasks_store
@@ -307,7 +306,8 @@ class AgentRuntime:
                 from_states=("TASK_STATE_WORKING",),
             )
             if updated is not None:
-                tx.call_after(functools.partial(self._task_events.publish, updated))
+                # push notifications queued in this transaction, live streams after commit
+                await record_update(tx, updated, self._task_events)
 
     async def compact_if_needed(self, conversation_id: str, agent: Agent, owner: User) -> bool:
         """Summarise the oldest history when it exceeds the history budget; True if it did.

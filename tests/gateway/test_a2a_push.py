@@ -339,14 +339,20 @@ async def test_a_failing_webhook_backs_off_then_is_disabled_and_the_worker_goes_
             "configuration": {"taskPushNotificationConfig": {"url": f"{base}/hook"}},
         }
         assert "result" in await rpc(b, path, key, call("SendMessage", healthy))
-        (done,) = await requests_to(hooks, "/hook", 1)
-        assert json.loads(done.body)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        # the task as it was created (an API-key caller's task is working until the agent's
+        # answer), then its final state
+        first, final = await requests_to(hooks, "/hook", 2)
+        assert json.loads(first.body)["task"]["status"]["state"] in (
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+        )
+        assert json.loads(final.body)["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
         await asyncio.sleep(1.0)
         assert len([r for r in hooks.requests if r.path == "/broken"]) == 4
         assert not [r for r in hooks.requests if r.path not in ("/broken", "/garbage", "/hook")]
         supervisor = b.state.supervisor
-        assert supervisor is not None and supervisor.states()["push"] == "running"
-    failures = [r.getMessage() for r in caplog.records if "'push'" in r.getMessage()]
+        assert supervisor is not None and supervisor.states()["a2a-push"] == "running"
+    failures = [r.getMessage() for r in caplog.records if "'a2a-push'" in r.getMessage()]
     assert failures == []
     assert not [r for r in caplog.records if "failed unexpectedly" in r.getMessage()]
 
@@ -460,6 +466,6 @@ async def test_hostile_webhooks_fail_alone_and_never_stop_the_worker(
         assert reasons["/endless"].startswith("HTTP 500")
         assert set(reasons) == {*hostile, "/hangup"}
         supervisor = b.state.supervisor
-        assert supervisor is not None and supervisor.states()["push"] == "running"
-    assert not [r for r in caplog.records if "'push'" in r.getMessage()]
+        assert supervisor is not None and supervisor.states()["a2a-push"] == "running"
+    assert not [r for r in caplog.records if "'a2a-push'" in r.getMessage()]
     assert not [r for r in caplog.records if "failed unexpectedly" in r.getMessage()]
