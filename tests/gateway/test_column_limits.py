@@ -35,6 +35,10 @@ LIMITED = """SELECT table_name, column_name, data_type, character_maximum_length
 
 FEDERATION = "sent by federation peers (signed A2A bodies, DID documents), not the REST API"
 SERVER = "made or chosen by the server"
+ADMIN_ONLY = (
+    "admin API only; its model's max_length is the column's (tests/gateway/test_reports.py)"
+)
+A2A_PUSH = "A2A push-notification config params, bounded before any write (test_a2a_push.py)"
 NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
     **{
         (t, c): FEDERATION
@@ -117,16 +121,25 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
         ]
     },
     **{
-        (
-            t,
-            c,
-        ): "admin API only; its model's max_length is the column's (tests/gateway/test_reports.py)"
+        (t, c): ADMIN_ONLY
         for t, c in [
             ("federation_policy_entries", "pattern"),
             ("federation_policy_entries", "note"),
             ("reports", "resolution_note"),
         ]
     },
+    **{
+        (t, c): A2A_PUSH
+        for t, c in [
+            ("a2a_push_configs", "id"),
+            ("a2a_push_configs", "url"),
+            ("a2a_push_configs", "token"),
+            ("a2a_push_configs", "auth_scheme"),
+            ("a2a_push_configs", "auth_credentials"),
+            ("a2a_push_outbox", "config_id"),
+        ]
+    },
+    ("a2a_push_outbox", "state"): SERVER,
 }
 
 
