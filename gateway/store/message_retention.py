@@ -45,13 +45,16 @@ async def lock_expired_messages(
     conversation_id)`` pairs. The effective retention is the shorter of the conversation's
     ``days`` and ``instance_days`` (either may be absent; both absent: the message stays).
     Rows locked by an edit or delete under way are skipped (the next batch meets them)."""
+    # Without an instance retention only conversations with a row can expire anything: start
+    # from those (idx_messages_conversation_created) rather than from every message.
+    join = "LEFT JOIN" if instance_days is not None else "JOIN"
     records = await conn.fetch(
-        """SELECT m.id, m.conversation_id FROM messages m
-           LEFT JOIN conversation_retention r ON r.conversation_id = m.conversation_id
-           WHERE m.deleted_at IS NULL
-             AND m.created_at < $1::timestamptz - make_interval(days => LEAST(r.days, $2::int))
-           ORDER BY m.created_at, m.id
-           LIMIT $3 FOR UPDATE OF m SKIP LOCKED""",
+        f"""SELECT m.id, m.conversation_id FROM messages m
+            {join} conversation_retention r ON r.conversation_id = m.conversation_id
+            WHERE m.deleted_at IS NULL
+              AND m.created_at < $1::timestamptz - make_interval(days => LEAST(r.days, $2::int))
+            ORDER BY m.created_at, m.id
+            LIMIT $3 FOR UPDATE OF m SKIP LOCKED""",
         now,
         instance_days,
         limit,

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from gateway.clock import Clock
+from gateway.ids import new_id
+from gateway.store import translations as translations_store
 from gateway.workers.retention import purge_messages
 from tests.gateway.harness import Instance, User, run_instance
 from tests.gateway.s3server import stored_blobs
@@ -98,6 +100,23 @@ async def test_instance_and_group_retention_purge_in_batches_with_their_files(
         "UPDATE messages SET created_at = created_at - interval '40 days' WHERE id = ANY($1)",
         old,
     )
+    async with instance.state.pool.acquire() as conn:
+        stored = await translations_store.insert_translation(
+            conn,
+            id=new_id(),
+            message_id=old[1],
+            target="fr",
+            source_sha256="0" * 64,
+            translation={
+                "from": "en",
+                "to": "fr",
+                "provider": "test",
+                "model": "m",
+                "text": "vieux 0",
+            },
+            requested_by=bob.profile["id"],
+        )
+    assert stored is not None
     fresh = (await alice.send(direct, "fresh"))["id"]
     for i in range(2):
         await bob.send(group, f"group {i}")
@@ -109,6 +128,7 @@ async def test_instance_and_group_retention_purge_in_batches_with_their_files(
     rows = await fetch(instance, "SELECT content, deleted_at FROM messages WHERE id = ANY($1)", old)
     assert all(r["content"] is None and r["deleted_at"] is not None for r in rows)
     assert await value(instance, "SELECT count(*) FROM attachments") == 0
+    assert await value(instance, "SELECT count(*) FROM message_translations") == 0
     for _ in range(50):  # the bytes go once the batch has committed
         if not await stored_blobs(instance.settings):
             break
@@ -186,3 +206,33 @@ async def test_retention_endpoint_bounds_and_who_may_set_it(
     cleared = await alice.request("PUT", direct_path, json={"days": None})
     assert cleared.json() == {"days": None, "instance_days": 30, "effective_days": 30}
     assert (await alice.request("GET", "/v1/conversations/not-an-id/retention")).status_code == 422
+
+
+async def test_without_an_instance_retention_only_a_conversation_choice_purges_in_the_worker(
+    database_url: str,
+) -> None:
+    clock = MovableClock()
+    async with run_instance(database_url, clock=clock, retention_interval_seconds=0.2) as instance:
+        alice = await instance.register("alice")
+        bob = await instance.register("bob")
+        carol = await instance.register("carol")
+        short = (await alice.direct_with(bob.did))["id"]
+        kept = (await alice.direct_with(carol.did))["id"]
+        path = f"/v1/conversations/{short}/retention"
+        assert (await alice.request("GET", path)).json() == {
+            "days": None,
+            "instance_days": None,
+            "effective_days": None,
+        }
+        longest = await alice.request("PUT", path, json={"days": 3650})  # no instance bound
+        assert longest.status_code == 200 and longest.json()["effective_days"] == 3650
+        assert (await bob.request("PUT", path, json={"days": 1})).status_code == 200
+        for i in range(3):
+            await alice.send(short, f"short {i}")
+            await alice.send(kept, f"kept {i}")
+
+        clock.advance(400 * 365 * DAY)  # centuries on: only the conversation's own day counts
+        async with asyncio.timeout(30):  # the supervised worker's next passes
+            while await visible(instance, short):  # noqa: ASYNC110 (polls the database)
+                await asyncio.sleep(0.1)
+        assert await visible(instance, kept) == 3
