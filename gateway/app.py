@@ -62,6 +62,7 @@ from gateway.routes import (
     project_memory,
     push,
     reports,
+    retention,
     threads,
     translations,
     web,
@@ -315,7 +316,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 ),
                 ("consent", lambda: run_sweeper(pool, deciding, interval=sweep)),
                 ("translate", lambda: run_auto_translator(context.translator, hub)),
-                ("retention", lambda: run_retention(pool, clock, settings)),
+                ("retention", lambda: run_retention(pool, clock, settings, hub, storage)),
                 ("embed", lambda: run_message_indexer(pool, context.embedder, settings)),
                 (
                     "concept-decay",
@@ -447,6 +448,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         oauth,
         push,
         password_reset,
+        retention,
     ):
         app.include_router(module.router)
     web.install_web(app)

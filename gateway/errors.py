@@ -19,6 +19,7 @@ The hierarchy (wire code in brackets)::
         FieldInvalidError [validation_failed]
         PushSubscriptionInvalidError [push_subscription_invalid]
         GroupTooLargeError [group_too_large]
+        RetentionTooLongError [retention_too_long]
       PayloadTooLargeError [payload_too_large]
       AuthenticationError [unauthorized]
         InvalidCredentialsError [invalid_credentials]
@@ -137,6 +138,13 @@ class GroupTooLargeError(ValidationFailedError):
     one host than it may fetch (every remote DID is a DID document fetch)."""
 
     code, title = "group_too_large", "The group has too many participants"
+
+
+class RetentionTooLongError(ValidationFailedError):
+    """A conversation's retention longer than the instance's ``CONFER_MESSAGE_RETENTION_DAYS``
+    (a conversation may only shorten it)."""
+
+    code, title = "retention_too_long", "The retention is longer than this instance keeps"
 
 
 class PayloadTooLargeError(ConferError):

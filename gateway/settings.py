@@ -391,6 +391,13 @@ class Settings(BaseSettings):
     retention_batch_size: int = Field(
         default=1000, gt=0, le=100_000, description="Rows deleted per statement (short locks)."
     )
+    message_retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=3650,
+        description="Messages older than this many days are purged (unset: kept forever);"
+        " a conversation may choose a shorter retention, never a longer one.",
+    )
     retention_inbox_seconds: int = Field(
         default=24 * 3600,
         ge=0,

@@ -440,3 +440,20 @@ class ThreadUpdate(ConferModel):
     summary: Annotated[str, StringConstraints(max_length=20_000)] | None = None
     tags: list[Tag] | None = Field(default=None, max_length=50)
     closed: StrictBool | None = None
+
+
+class RetentionUpdate(ConferModel):
+    """``PUT /v1/conversations/{id}/retention``: keep messages ``days`` days (1..3650, a JSON
+    integer), or ``null`` to follow the instance's ``CONFER_MESSAGE_RETENTION_DAYS``."""
+
+    days: Annotated[StrictInt, Field(ge=1, le=3650)] | None
+
+
+class RetentionPublic(ConferModel):
+    """A conversation's message retention in days: its own (``days``, null when it follows
+    the instance), the instance's (``instance_days``, null: keep forever) and the one the
+    retention worker applies (``effective_days``, the shorter; null: messages stay)."""
+
+    days: int | None
+    instance_days: int | None
+    effective_days: int | None

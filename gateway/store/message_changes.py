@@ -76,8 +76,9 @@ async def update_content(
 
 async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
     """Mark deleted and erase the content everywhere it is kept (row, previous versions,
-    embeddings, the inbound A2A task's history, delivered outbox payloads) and mark its inbox
-    rows as de-duplication only (``federation_inbox.message_deleted_at``)."""
+    stored translations, embeddings, the inbound A2A task's history, delivered outbox
+    payloads) and mark its inbox rows as de-duplication only
+    (``federation_inbox.message_deleted_at``)."""
     deleted_at = await conn.fetchval(
         """UPDATE messages SET deleted_at = NOW(), updated_at = NOW(), content = NULL,
              content_json = NULL, citations_json = NULL, translation_json = NULL
@@ -85,6 +86,7 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
         message_id,
     )
     await conn.execute("DELETE FROM message_versions WHERE message_id = $1", message_id)
+    await conn.execute("DELETE FROM message_translations WHERE message_id = $1", message_id)
     await forget_message_embeddings(conn, message_id=message_id, reembed=False)
     # the copies federation keeps: the A2A task that carried it in, the outbox rows that
     # carried it out (undelivered rows still go, the delete follows them)

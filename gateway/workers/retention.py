@@ -49,6 +49,12 @@ for long. Times come from the injected clock. What each table keeps:
 ``password_resets``
     Tokens go once expired (a used one expires like the others; a new password deletes the
     user's tokens at once).
+
+``messages`` (:func:`purge_messages`)
+    Only when the instance (``message_retention_days``) or the conversation
+    (``conversation_retention``) sets a retention: messages older than the shorter of the two
+    are deleted the way a member deletes one (:mod:`gateway.services.message_retention`),
+    ``retention_batch_size`` per transaction, one audit row per batch, nothing sent to peers.
 """
 
 from __future__ import annotations
@@ -62,7 +68,10 @@ import asyncpg
 
 from gateway.clock import Clock
 from gateway.db import transaction
+from gateway.realtime.hub import EventHub
+from gateway.services import message_retention
 from gateway.settings import Settings
+from gateway.storage import AttachmentStorage
 from gateway.store import events as events_store
 from gateway.store import retention as store
 
@@ -149,14 +158,51 @@ async def retain_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> d
     }
 
 
-async def run_retention(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> None:
-    """Run :func:`retain_once` every ``retention_interval_seconds`` until cancelled.
+async def purge_messages(
+    pool: asyncpg.Pool,
+    hub: EventHub,
+    storage: AttachmentStorage,
+    clock: Clock,
+    settings: Settings,
+) -> tuple[int, int]:
+    """Delete the messages past their conversation's effective retention at the clock's now,
+    ``retention_batch_size`` per transaction, until a batch comes back short; returns
+    ``(messages deleted, batches run)``."""
+    now = clock.now()
+    batch = settings.retention_batch_size
+    total = rounds = 0
+    while True:
+        deleted = await message_retention.purge_batch(
+            pool,
+            hub,
+            storage,
+            now=now,
+            instance_days=settings.message_retention_days,
+            limit=batch,
+        )
+        total += deleted
+        rounds += 1
+        if deleted < batch:
+            return total, rounds
+        await asyncio.sleep(0)  # let other work in between batches
+
+
+async def run_retention(
+    pool: asyncpg.Pool,
+    clock: Clock,
+    settings: Settings,
+    hub: EventHub,
+    storage: AttachmentStorage,
+) -> None:
+    """Run :func:`retain_once` and :func:`purge_messages` every
+    ``retention_interval_seconds`` until cancelled.
 
     A database or network error skips the pass (logged); the next pass tries again.
     """
     while True:
         try:
             deleted = await retain_once(pool, clock, settings)
+            deleted["messages"], _ = await purge_messages(pool, hub, storage, clock, settings)
             if any(deleted.values()):
                 log.info("retention deleted %s", deleted)
         except (asyncpg.PostgresError, OSError):
