@@ -1,0 +1,48 @@
+"""Races that must not split state: concurrent requests over real HTTP to a real instance.
+
+Each test fires the same get-or-create from several requests at once (``asyncio.gather``) and
+checks that every request answers 2xx (or a stable 409) and that one row is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.gateway.harness import Instance, run_instance
+
+
+@pytest.fixture
+async def instance(database_url: str) -> AsyncIterator[Instance]:
+    async with run_instance(database_url) as running:
+        yield running
+
+
+async def test_first_uses_of_a_new_concept_at_once_make_one_concept(instance: Instance) -> None:
+    """Two sessions record the first use of one concept at once: one concept, every use counted."""
+    alice = await instance.register("alice")
+    for round_ in range(4):
+        name = f"Shared concept {round_}"
+        # Crossed domain lists as well: their rows are created in one order, not the caller's.
+        slugs = [f"{round_}_a", f"{round_}_b", f"{round_}_c"]
+        bodies = [
+            {
+                "concept": name,
+                "type": "principle",
+                "session": f"s{i}",
+                "domains": slugs[:: -1 if i % 2 else 1],
+            }
+            for i in range(6)
+        ]
+        results = await asyncio.gather(
+            *(alice.request("POST", "/v1/concepts/occurrences", json=body) for body in bodies)
+        )
+        assert all(r.status_code == 201 for r in results), [r.text for r in results]
+        assert len({r.json()["concept_id"] for r in results}) == 1
+        assert sum(r.json()["created"] for r in results) == 1
+    async with instance.state.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM concepts") == 4
+        assert await conn.fetchval("SELECT sum(occurrence_count) FROM concepts") == 24
+        assert await conn.fetchval("SELECT count(*) FROM concept_domains") == 12
