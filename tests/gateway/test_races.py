@@ -46,3 +46,25 @@ async def test_first_uses_of_a_new_concept_at_once_make_one_concept(instance: In
         assert await conn.fetchval("SELECT count(*) FROM concepts") == 4
         assert await conn.fetchval("SELECT sum(occurrence_count) FROM concepts") == 24
         assert await conn.fetchval("SELECT count(*) FROM concept_domains") == 12
+
+
+async def test_concurrent_preference_changes_keep_each_other(instance: Instance) -> None:
+    """Two devices change different preferences at once: both changes are kept."""
+    alice = await instance.register("alice")
+    zones = ["Europe/Madrid", "Asia/Tokyo", "America/Lima", "Africa/Nairobi"]
+    for round_, zone in enumerate(zones):
+        language = ["de", "ja", "es", "sw"][round_]
+        results = await asyncio.gather(
+            alice.request("PATCH", "/v1/me", json={"preferences": {"timezone": zone}}),
+            alice.request("PATCH", "/v1/me", json={"preferences": {"language": language}}),
+            alice.request(
+                "PATCH",
+                "/v1/me",
+                json={"preferences": {"notification": {"email": round_ % 2 == 0}}},
+            ),
+        )
+        assert all(r.status_code == 200 for r in results), [r.text for r in results]
+        preferences = (await alice.request("GET", "/v1/me")).json()["preferences"]
+        assert preferences["timezone"] == zone
+        assert preferences["language"] == language
+        assert preferences["notification"]["email"] is (round_ % 2 == 0)
