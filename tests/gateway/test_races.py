@@ -68,3 +68,29 @@ async def test_concurrent_preference_changes_keep_each_other(instance: Instance)
         assert preferences["timezone"] == zone
         assert preferences["language"] == language
         assert preferences["notification"]["email"] is (round_ % 2 == 0)
+
+
+async def test_concurrent_model_choices_for_different_jobs_keep_each_other(
+    instance: Instance,
+) -> None:
+    """Two PATCHes of the agent's model for different jobs at once: both choices are kept."""
+    alice = await instance.register("alice")
+    current = (await alice.request("GET", "/v1/agents/me")).json()["model_config"]
+    provider = current["brain"]["provider"]
+    jobs = ["brain", "quick", "translation", "summarize"]
+    for round_ in range(4):
+        results = await asyncio.gather(
+            *(
+                alice.request(
+                    "PATCH",
+                    "/v1/agents/me",
+                    json={
+                        "model_config": {job: {"provider": provider, "model": f"{job}-{round_}"}}
+                    },
+                )
+                for job in jobs
+            )
+        )
+        assert all(r.status_code == 200 for r in results), [r.text for r in results]
+        stored = (await alice.request("GET", "/v1/agents/me")).json()["model_config"]
+        assert {job: stored[job]["model"] for job in jobs} == {j: f"{j}-{round_}" for j in jobs}
