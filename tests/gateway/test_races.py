@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, run_instance
 
 
@@ -94,3 +95,29 @@ async def test_concurrent_model_choices_for_different_jobs_keep_each_other(
         assert all(r.status_code == 200 for r in results), [r.text for r in results]
         stored = (await alice.request("GET", "/v1/agents/me")).json()["model_config"]
         assert {job: stored[job]["model"] for job in jobs} == {j: f"{j}-{round_}" for j in jobs}
+
+
+async def test_concurrent_trust_and_policy_changes_of_a_contact_keep_each_other(
+    instance: Instance,
+) -> None:
+    """A PATCH of a contact's trust level and one of its policy overrides at once: both stay
+    (they share the ``policy_overrides_json`` column, so each used to write the other's old
+    half back)."""
+    bob = await instance.register("bob")
+    async with run_fake_peer() as peer:
+        created = await bob.request("POST", "/v1/contacts", json={"did": peer.did})
+        assert created.status_code == 201, created.text
+        path = f"/v1/contacts/{created.json()['id']}"
+        for round_, (trust, default) in enumerate(
+            [("trusted", "deny"), ("known", "auto"), ("blocked", "ask"), ("trusted", "deny")]
+        ):
+            results = await asyncio.gather(
+                bob.request("PATCH", path, json={"trust_level": trust}),
+                bob.request("PATCH", path, json={"policy_overrides": {"default": default}}),
+            )
+            assert all(r.status_code == 200 for r in results), [r.text for r in results]
+            stored = (await bob.request("GET", path)).json()
+            assert (stored["trust_level"], stored["policy_overrides"]["default"]) == (
+                trust,
+                default,
+            ), round_
