@@ -114,7 +114,11 @@ async def update_own_agent(
     """
     async with pool.acquire() as conn, conn.transaction():
         agent = await get_own_agent(conn, user_id=user_id, agent_id=agent_id)
-        changes = agent_changes(agent, data, extra_providers or {})
+        # ``model_config`` is merged job by job into the stored one: read it under a row lock,
+        # so two PATCHes of different jobs at once do not write back each other's old choice.
+        locked = await users_store.get_agent(conn, id=agent.id, lock=True)
+        assert locked is not None
+        changes = agent_changes(locked, data, extra_providers or {})
         updated = await users_store.update_agent(
             conn, id=agent.id, changes=changes, now=clock.now()
         )

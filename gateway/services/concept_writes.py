@@ -54,14 +54,15 @@ async def record_occurrence_in(
     agent = await agent_for(conn, user, agent_id)
     now = deps.clock.now()
     concept = await store.get_concept(conn, agent_id=agent, name=data.concept)
-    created = concept is None
+    created = False
     if concept is None:
         if data.type is None:
             raise ValidationFailedError(f"no concept {data.concept!r}: give type to create it")
-        concept_id = new_id()
-        await store.insert_concept(
+        # Two first uses at once both miss the read above; the insert lets one create the
+        # concept and the other count its use on that one.
+        created = await store.insert_concept(
             conn,
-            id=concept_id,
+            id=new_id(),
             user_id=user.id,
             agent_id=agent,
             name=data.concept,
@@ -70,8 +71,9 @@ async def record_occurrence_in(
             description=data.description or "",
             now=now,
         )
-    else:
-        concept_id = concept["id"]
+        concept = await store.get_concept(conn, agent_id=agent, name=data.concept)
+        assert concept is not None
+    concept_id = concept["id"]
     if data.domains:
         domains = await store.ensure_domains(
             conn, agent_id=agent, slugs=data.domains, new_ids=[new_id() for _ in data.domains]

@@ -87,14 +87,18 @@ async def add_contact(
     """Resolve ``data.did`` and add (or update) it in the user's contacts."""
     peer = await peers.resolve(data.did)
     async with pool.acquire() as conn, conn.transaction():
-        current = await store.get_contact_for_peer(conn, user_id=user.id, peer_id=peer.id)
-        contact = await store.save_contact(
-            conn,
-            user_id=user.id,
-            peer_id=peer.id,
-            added_via="did",
-            fields=_columns(data, current),
+        # The changes are computed from the row locked, so concurrent writes of the shared
+        # ``policy_overrides_json`` (trust level, overrides) keep each other.
+        contact = await store.ensure_contact(
+            conn, user_id=user.id, peer_id=peer.id, added_via="did"
         )
+        fields = _columns(data, contact)
+        if fields:
+            updated = await store.update_contact(
+                conn, id=contact.id, user_id=user.id, fields=fields
+            )
+            assert updated is not None
+            contact = updated
         await audit_store.insert_audit(
             conn, action="contact.saved", user_id=user.id, details={"peer": peer.did}
         )
@@ -123,7 +127,7 @@ async def update_contact(
 ) -> ContactPublic:
     """Change the fields sent. Raises ContactNotFoundError."""
     async with pool.acquire() as conn, conn.transaction():
-        pair = await store.get_contact(conn, id=contact_id, user_id=user.id)
+        pair = await store.get_contact(conn, id=contact_id, user_id=user.id, lock=True)
         if pair is None:
             raise ContactNotFoundError(f"no contact {contact_id}")
         fields = _columns(data, pair[0])

@@ -68,8 +68,6 @@ def _changes(auth: Authenticated, data: UserUpdate) -> dict[str, Any]:
         changes["email"] = normalise_email(data.email) if data.email else None
     if "phone" in given:
         changes["phone"] = normalise_phone(data.phone) if data.phone else None
-    if data.preferences is not None:
-        changes["preferences_json"] = merged_preferences(auth.user.preferences, data.preferences)
     return changes
 
 
@@ -80,6 +78,13 @@ async def update_profile(
     PhoneTakenError (409); nothing is written when any field is refused."""
     changes = _changes(auth, data)
     async with accounts.pool.acquire() as conn, conn.transaction():
+        if data.preferences is not None:
+            # Merged with the stored preferences read under a row lock, not with the ones the
+            # request authenticated with: two devices changing different preferences at once
+            # would otherwise each write back the other's old value.
+            stored = await users_store.get_user(conn, id=auth.user.id, lock=True)
+            assert stored is not None
+            changes["preferences_json"] = merged_preferences(stored.preferences, data.preferences)
         user = await users_store.update_user(
             conn, id=auth.user.id, changes=changes, now=clock.now()
         )

@@ -32,14 +32,18 @@ def _filters(d: int, p: int) -> str:
 async def ensure_domains(
     conn: asyncpg.Connection, *, agent_id: str, slugs: list[str], new_ids: list[str]
 ) -> dict[str, str]:
-    """Create the missing slugs (ids from ``new_ids``, one per slug); ``{slug: id}``."""
+    """Create the missing slugs (ids from ``new_ids``, one per slug); ``{slug: id}``.
+
+    The slugs are inserted in sorted order, so two writers of crossed lists wait on each other
+    instead of deadlocking."""
+    ordered = sorted(zip(slugs, new_ids, strict=True))
     await conn.execute(
         """INSERT INTO concept_domains (id, agent_id, slug)
            SELECT i, $1, s FROM unnest($2::text[], $3::text[]) AS t(s, i)
            ON CONFLICT (agent_id, slug) DO NOTHING""",
         agent_id,
-        slugs,
-        new_ids,
+        [slug for slug, _ in ordered],
+        [i for _, i in ordered],
     )
     return await get_domain_ids(conn, agent_id=agent_id, slugs=slugs)
 
@@ -97,12 +101,15 @@ async def insert_concept(
     type: str,
     description: str,
     now: datetime,
-) -> None:
-    """Insert a concept with weight 0 (its first use adds the increment)."""
-    await conn.execute(
+) -> bool:
+    """Insert a concept with weight 0 (its first use adds the increment); False when the agent
+    already has a concept of this ``name`` (a concurrent first use may have created it: the
+    insert waits for that writer, so a read after it sees the row)."""
+    status: str = await conn.execute(
         """INSERT INTO concepts (id, user_id, agent_id, name, name_key, type, description,
                                  weight, peak_weight, weight_at, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $8, $8)""",
+           VALUES ($1, $2, $3, $4, $5, $6, $7, 0, 0, $8, $8, $8)
+           ON CONFLICT (agent_id, name) DO NOTHING""",
         id,
         user_id,
         agent_id,
@@ -112,6 +119,7 @@ async def insert_concept(
         description,
         now,
     )
+    return status == "INSERT 0 1"
 
 
 async def link_domains(conn: asyncpg.Connection, *, concept_id: str, domain_ids: list[str]) -> None:

@@ -25,12 +25,14 @@ def _pair(record: asyncpg.Record) -> tuple[PeerContactRow, PeerAgentRow]:
 
 
 async def get_contact(
-    conn: asyncpg.Connection, *, id: str, user_id: str
+    conn: asyncpg.Connection, *, id: str, user_id: str, lock: bool = False
 ) -> tuple[PeerContactRow, PeerAgentRow] | None:
-    """The user's contact ``id`` with its peer, or None."""
+    """The user's contact ``id`` with its peer, or None; ``lock`` holds the contact row
+    (``FOR UPDATE``) until the transaction ends."""
     record = await conn.fetchrow(
         """SELECT to_jsonb(c) AS contact, to_jsonb(p) AS peer FROM peer_contacts c
-           JOIN peer_agents p ON p.id = c.peer_id WHERE c.id = $1 AND c.user_id = $2""",
+           JOIN peer_agents p ON p.id = c.peer_id WHERE c.id = $1 AND c.user_id = $2"""
+        + (" FOR UPDATE OF c" if lock else ""),
         id,
         user_id,
     )
@@ -38,40 +40,36 @@ async def get_contact(
 
 
 async def get_contact_for_peer(
-    conn: asyncpg.Connection, *, user_id: str, peer_id: str
+    conn: asyncpg.Connection, *, user_id: str, peer_id: str, lock: bool = False
 ) -> PeerContactRow | None:
-    """The user's contact entry for ``peer_id``, or None."""
+    """The user's contact entry for ``peer_id``, or None; ``lock`` holds the row
+    (``FOR UPDATE``) until the transaction ends."""
     record = await conn.fetchrow(
-        "SELECT * FROM peer_contacts WHERE user_id = $1 AND peer_id = $2", user_id, peer_id
+        "SELECT * FROM peer_contacts WHERE user_id = $1 AND peer_id = $2"
+        + (" FOR UPDATE" if lock else ""),
+        user_id,
+        peer_id,
     )
     return PeerContactRow.model_validate(dict(record)) if record else None
 
 
-async def save_contact(
-    conn: asyncpg.Connection,
-    *,
-    user_id: str,
-    peer_id: str,
-    added_via: str,
-    fields: dict[str, Any],
+async def ensure_contact(
+    conn: asyncpg.Connection, *, user_id: str, peer_id: str, added_via: str
 ) -> PeerContactRow:
-    """Insert the contact, or update ``fields`` (columns of ``_UPDATABLE``) of an existing one."""
-    existing = await get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id)
-    if existing is None:
-        await conn.execute(
-            """INSERT INTO peer_contacts (id, user_id, peer_id, added_via) VALUES ($1, $2, $3, $4)
-               ON CONFLICT (user_id, peer_id) DO NOTHING""",
-            new_id(),
-            user_id,
-            peer_id,
-            added_via,
-        )
-        existing = await get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id)
-        assert existing is not None
-    if fields:
-        updated = await update_contact(conn, id=existing.id, user_id=user_id, fields=fields)
-        assert updated is not None
-        return updated
+    """The user's contact entry for ``peer_id``, inserted when missing, locked (``FOR UPDATE``)
+    until the transaction ends so that a change computed from it is not lost to a concurrent
+    one. A concurrent insert of the same pair is waited for (``ON CONFLICT DO NOTHING``) and
+    then read."""
+    await conn.execute(
+        """INSERT INTO peer_contacts (id, user_id, peer_id, added_via) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (user_id, peer_id) DO NOTHING""",
+        new_id(),
+        user_id,
+        peer_id,
+        added_via,
+    )
+    existing = await get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id, lock=True)
+    assert existing is not None
     return existing
 
 

@@ -59,9 +59,11 @@ async def insert_user(
     return _user(record)
 
 
-async def get_user(conn: asyncpg.Connection, *, id: str) -> User | None:
-    """The user with this id, deleted or not; None when absent."""
-    record = await conn.fetchrow("SELECT * FROM users WHERE id = $1", id)
+async def get_user(conn: asyncpg.Connection, *, id: str, lock: bool = False) -> User | None:
+    """The user with this id, deleted or not; None when absent. ``lock`` holds the row
+    (``FOR UPDATE``) until the transaction ends, for a read-modify-write of its columns."""
+    sql = "SELECT * FROM users WHERE id = $1" + (" FOR UPDATE" if lock else "")
+    record = await conn.fetchrow(sql, id)
     return _user(record) if record else None
 
 
@@ -147,9 +149,11 @@ async def insert_agent(
     return agent_from_record(record)
 
 
-async def get_agent(conn: asyncpg.Connection, *, id: str) -> Agent | None:
-    """The agent with this id, or None."""
-    record = await conn.fetchrow("SELECT * FROM agents WHERE id = $1", id)
+async def get_agent(conn: asyncpg.Connection, *, id: str, lock: bool = False) -> Agent | None:
+    """The agent with this id, or None. ``lock`` holds the row (``FOR UPDATE``) until the
+    transaction ends, for a read-modify-write of its settings."""
+    sql = "SELECT * FROM agents WHERE id = $1" + (" FOR UPDATE" if lock else "")
+    record = await conn.fetchrow(sql, id)
     return agent_from_record(record) if record else None
 
 
