@@ -394,7 +394,8 @@ class RateLimitedError(ConferError):
 
 class TooManyConnectionsError(RateLimitedError):
     """A user already holds ``CONFER_WS_MAX_CONNECTIONS_PER_USER`` WebSocket connections on
-    this process; the new one is closed with 4029 (``docs/websocket.md``)."""
+    this process (the route counts every process first when presence is shared); the new one
+    is closed with 4029 (``docs/websocket.md``)."""
 
     code, title = "too_many_connections", "Too many WebSocket connections"
 

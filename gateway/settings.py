@@ -192,8 +192,8 @@ class Settings(BaseSettings):
     ws_max_connections_per_user: int = Field(
         default=32,
         gt=0,
-        description="WebSocket connections one user may hold on one process; the next is "
-        "closed with 4029.",
+        description="WebSocket connections one user may hold (on every process together when"
+        " CONFER_REDIS_URL is set, else on each); the next is closed with 4029.",
     )
     proxy_headers: bool = Field(
         default=False,

@@ -36,6 +36,12 @@ class EphemeralStore(ABC):
     async def user_online(self, user_id: str) -> bool:
         """True while at least one device of the user is connected to any gateway process."""
 
+    async def device_count(self, user_id: str) -> int | None:
+        """How many devices of the user are connected to any gateway process, when this store
+        is shared between processes; None for a store of this process only (the hub's own
+        count is then the count)."""
+        return None
+
     @abstractmethod
     async def get_counter(self, key: str) -> int | None:
         """The integer stored at ``key``, or None when absent (expired, evicted, never set)."""

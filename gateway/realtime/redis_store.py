@@ -49,6 +49,9 @@ class RedisEphemeralStore(EphemeralStore):
     async def user_online(self, user_id: str) -> bool:
         return bool(await self._live(keys=[f"presence:{user_id}"], args=[]))
 
+    async def device_count(self, user_id: str) -> int | None:
+        return int(await self._live(keys=[f"presence:{user_id}"], args=[]))
+
     async def get_counter(self, key: str) -> int | None:
         value = await self._redis.get(key)
         return int(value) if value is not None else None

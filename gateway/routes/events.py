@@ -25,6 +25,7 @@ from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
 from gateway.realtime.session import (
+    CLOSE_TOO_MANY_CONNECTIONS,
     CLOSE_UNSUPPORTED,
     EventSession,
     Resume,
@@ -172,6 +173,16 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         )
 
     session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
+    # with a shared presence store the budget counts the user's devices on every process (the
+    # hub below counts this process's, atomically); handshakes racing on two processes may
+    # overshoot by one each
+    budget = settings.ws_max_connections_per_user
+    elsewhere = await state.hub.ephemeral.device_count(auth.user.id)
+    if elsewhere is not None and elsewhere >= budget:
+        reason = f"at most {budget} WebSocket connections per user; close another one first"
+        with contextlib.suppress(Exception):
+            await websocket.close(code=CLOSE_TOO_MANY_CONNECTIONS, reason=reason)
+        return
     device = new_id()
     await presence.device_connected(state.pool, state.hub, auth.user, device, state.signals)
     # the owner is back: held peer requests complete and the agent answers them

@@ -7,10 +7,13 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-from tests.gateway.harness import User, run_instance
+from tests.gateway.harness import User, free_port, reachable, run_instance
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 PASSWORD = "correct horse battery"
 
@@ -125,3 +128,33 @@ async def test_a_login_without_device_id_ends_no_other_session(database_url: str
         assert not await _works(instance, phone["access_token"])
         assert await _works(instance, phone_again["access_token"])
         assert await _works(instance, from_registration)
+
+
+@pytest.mark.skipif(
+    not reachable(REDIS_URL), reason="needs the local Redis on 6379 (.ci/run starts it)"
+)
+async def test_with_redis_the_budget_counts_every_process(database_url: str) -> None:
+    """Two processes sharing Redis presence: a user's connections on both count against one
+    budget, and a slot freed on one may be used on the other."""
+    shared = {"ws_max_connections_per_user": 2, "redis_url": REDIS_URL}
+    async with run_instance(database_url, **shared) as a:
+        alice = await a.register("alice")
+        async with run_instance(database_url, port=free_port(), **shared) as b:
+            on_b = User(b, alice.token, alice.profile)
+            first, second = await _open(alice), await _open(on_b)
+            await _ready(first)
+            await _ready(second)
+            code, reason = await _closed(await _open(on_b))
+            assert code == 4029 and "at most 2 WebSocket connections per user" in reason
+            await first.close()
+            deadline = asyncio.get_running_loop().time() + 15
+            while True:  # A's device leaves Redis presence when its socket is gone
+                again = await _open(on_b)
+                try:
+                    await _ready(again)
+                    break
+                except ConnectionClosed:
+                    assert asyncio.get_running_loop().time() < deadline, "no slot came free"
+                    await asyncio.sleep(0.2)
+            await again.close()
+            await second.close()
