@@ -225,6 +225,10 @@ class OutboxPage(ConferModel):
 class PeerRefetch(ConferModel):
     """``POST /v1/admin/federation/peers/refetch``: the DID of a known peer."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"did": "did:web:confer.example.org:users:bob"}]}
+    )
+
     did: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^did:web:")]
 
 
@@ -232,6 +236,21 @@ class PeerRefetched(ConferModel):
     """A peer's DID document as just fetched again: its ``endpoint``, the ``key_ids`` of its
     authentication keys, its ``etag`` and when it was fetched (``not_modified``: the peer
     answered 304, the document is unchanged)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "did": "did:web:confer.example.org:users:bob",
+                    "endpoint": "https://confer.example.org/users/bob/a2a",
+                    "key_ids": ["did:web:confer.example.org:users:bob#key-1"],
+                    "etag": '"3f2a"',
+                    "fetched_at": "2026-12-01T12:00:00Z",
+                    "not_modified": False,
+                }
+            ]
+        }
+    )
 
     did: str
     endpoint: str
