@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 WEB    := gateway/static/index.html
 
-.PHONY: run test lint demo bench migrate clean web venv-check
+.PHONY: run test lint demo bench bench-synapse migrate clean web venv-check
 
 # The install heals itself: an interrupted first `make run` (say, during pip's self-upgrade,
 # which uninstalls the old pip before the new one is in place) leaves a venv whose pip does not
@@ -66,6 +66,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/fanout.py
 	$(BIN)/python bench/concepts.py
+
+## Synapse beside Confer, alternately, on fresh clusters (docs/benchmarks.md). Not part of
+## `make bench`: the first run installs Synapse into its own venv, .bench/synapse-venv.
+bench-synapse: $(STAMP)
+	$(BIN)/python bench/synapse_side_by_side.py $(ARGS)
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate
