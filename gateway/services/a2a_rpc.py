@@ -42,6 +42,7 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import (
     ConferError,
+    FederationRefusedError,
     NotGroupMemberError,
     RecipientNotFoundError,
     ValidationFailedError,
@@ -194,7 +195,8 @@ async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
     """The caller, or for a group post its home relays (:func:`federation.relayed_author`)
     the author as the verified peer the message is stored from (the home's signature
     verified; the home's caller ref keeps the task). Raises InvalidParamsError when the
-    author's DID cannot be resolved, NotGroupMemberError when it is one of ours."""
+    author's DID cannot be resolved, NotGroupMemberError when it is one of ours,
+    FederationRefusedError (audited) when our federation policy refuses the author."""
     author = federation.relayed_author(ctx.caller, params)
     if author is None or ctx.caller.peer is None or ctx.peers is None:
         return ctx.caller
@@ -205,6 +207,20 @@ async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
         row = await ctx.peers.resolve(author)
     except DIDError as exc:
         raise InvalidParamsError(f"Invalid params: the relayed author: {exc.detail}") from exc
+    except FederationRefusedError as exc:  # the author's instance is refused, relayed or not
+        async with ctx.pool.acquire() as conn:
+            await audit_store.insert_audit(
+                conn,
+                action="federation.inbound.rejected",
+                details={
+                    "code": exc.wire_code,
+                    "detail": exc.detail[:500],
+                    "keyid": ctx.caller.peer.keyid[:512],
+                    "claimed": author[:512],
+                },
+                ip_address=ctx.ip,
+            )
+        raise
     verified = VerifiedPeer(peer=row, keyid=ctx.caller.peer.keyid, body=ctx.caller.body)
     return A2ACaller(ref=ctx.caller.ref, body=ctx.caller.body, peer=verified)
 

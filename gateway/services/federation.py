@@ -87,13 +87,26 @@ async def recipient_for_did(conn: asyncpg.Connection, identity: Identity, did: s
 async def admit(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> None:
     """The door: may ``caller`` talk to ``r`` at all? Nothing is written when it may not.
 
-    A peer the recipient's owner marked ``blocked`` gets PeerBlockedError (403); an API key
-    outside its scope gets ApiKeyScopeError (403).
+    A peer the recipient's owner marked ``blocked`` gets PeerBlockedError (403), and so does
+    every user and agent of an instance whose instance DID (``did:web:<host>``) the owner
+    blocked — a group's home among them; an API key outside its scope gets
+    ApiKeyScopeError (403).
     """
     if caller.peer is not None:
-        settings = await contact_settings(conn, user_id=r.user_id, peer_id=caller.peer.peer.id)
+        peer = caller.peer.peer
+        settings = await contact_settings(conn, user_id=r.user_id, peer_id=peer.id)
         if settings.trust_level == "blocked":
             raise PeerBlockedError(f"{r.did} does not accept requests from {caller.origin}")
+        parts = peer.did.split(":")
+        if len(parts) > 3 and parts[1] == "web":
+            home = await peers_store.get_peer_by_did(conn, did=":".join(parts[:3]))
+            settings = (
+                await contact_settings(conn, user_id=r.user_id, peer_id=home.id)
+                if home is not None
+                else settings
+            )
+            if home is not None and settings.trust_level == "blocked":
+                raise PeerBlockedError(f"{r.did} does not accept requests from {home.did}")
     await check_api_key_scope(conn, caller, r)
 
 
