@@ -128,9 +128,10 @@ def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
     stored and ordered. The receiver stores it as the author's, in the group's replica only,
     and only when the member list the home announced names the author
     (:func:`gateway.services.groups.group_conversation`); the author's edits and deletes
-    of it are relayed the same way (they find the copy by the author's inbox row). Receipts
-    and membership messages are never relayed, and no relay speaks for the receiver's own
-    users (:func:`gateway.services.a2a_rpc`).
+    of it are relayed the same way (they find the copy by the author's inbox row). Membership
+    messages are never relayed, receipts have a rule of their own
+    (:func:`gateway.services.group_receipts.relayed_by_home`), and no relay speaks for the
+    receiver's own users (:func:`gateway.services.a2a_rpc`).
     """
     confer = ConferMetadata.of(params.message.metadata)
     claim = confer.conversation

@@ -15,8 +15,9 @@ Only a sender of the home instance may create a replica or change its name and m
 
 Membership events: every membership change at the home (create, join, leave, kick, role,
 rename, archive) is announced to each member instance once, signed by the home instance DID,
-carrying the group's whole state after it (:func:`home_state`); a replica takes that state as
-it is (:func:`apply_home_state`): name, archived, member list, the roles of its participants.
+carrying the group's whole state after it (:func:`home_state`) and its version (the number of
+changes so far); a replica takes that state as it is when it is newer than the one it holds
+(:func:`apply_home_state`): name, archived, member list, the roles of its participants.
 """
 
 from __future__ import annotations
