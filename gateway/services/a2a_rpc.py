@@ -247,10 +247,18 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
             async with ctx.pool.acquire() as conn:
                 await federation.admit(conn, caller, recipient)
         return await _receive(ctx, caller, recipient, params)
+    named = [confer.recipient] if confer.recipient else []
+    return await _fan_out(ctx, caller, params, [*named, *confer.recipients])
+
+
+async def _fan_out(
+    ctx: RpcContext, caller: A2ACaller, params: SendMessageParams, dids: list[str]
+) -> tuple[TaskRow, bool]:
+    """Deliver a group message to each local member ``dids`` names (:func:`_send`); the
+    first delivery's ``(task, created)``, or the first refusal raised when none took it."""
     first: tuple[TaskRow, bool] | None = None
     refusal: ConferError | JSONRPCError | None = None
-    named = [confer.recipient] if confer.recipient else []
-    for did in dict.fromkeys([*named, *confer.recipients]):
+    for did in dict.fromkeys(dids):
         try:
             async with ctx.pool.acquire() as conn:
                 other = await federation.recipient_for_did(conn, ctx.identity, did)

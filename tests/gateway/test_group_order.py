@@ -51,7 +51,7 @@ async def test_concurrent_posts_from_three_instances_keep_the_homes_order(make_d
                 break
             await asyncio.sleep(0.05)
         await settle(a, b, c)
-        home, on_b, on_c = (await in_order(i, cid) for i, cid in ((a, g1), (b, rb), (c, rc)))
+        home, on_b, on_c = [await in_order(i, cid) for i, cid in ((a, g1), (b, rb), (c, rc))]
         for seen in (home, on_b, on_c):
             assert sorted(seen) == sorted(everything)  # each exactly once
             for tag in "abc":  # each author's posts in the order written
