@@ -208,18 +208,7 @@ async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
     except DIDError as exc:
         raise InvalidParamsError(f"Invalid params: the relayed author: {exc.detail}") from exc
     except FederationRefusedError as exc:  # the author's instance is refused, relayed or not
-        async with ctx.pool.acquire() as conn:
-            await audit_store.insert_audit(
-                conn,
-                action="federation.inbound.rejected",
-                details={
-                    "code": exc.wire_code,
-                    "detail": exc.detail[:500],
-                    "keyid": ctx.caller.peer.keyid[:512],
-                    "claimed": author[:512],
-                },
-                ip_address=ctx.ip,
-            )
+        await federation.audit_claim_refused(ctx.pool, ctx.caller, author, exc, ctx.ip)
         raise
     verified = VerifiedPeer(peer=row, keyid=ctx.caller.peer.keyid, body=ctx.caller.body)
     return A2ACaller(ref=ctx.caller.ref, body=ctx.caller.body, peer=verified)

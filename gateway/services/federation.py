@@ -21,6 +21,7 @@ from gateway.clock import Clock
 from gateway.db import Transaction, transaction
 from gateway.errors import (
     ApiKeyScopeError,
+    ConferError,
     FederationAuthError,
     NotGroupMemberError,
     PeerBlockedError,
@@ -163,6 +164,17 @@ async def check_sender(
     error = FederationAuthError(
         "signature_sender_mismatch", f"signed by {caller.peer.keyid} but claims to be {claimed}"
     )
+    await audit_claim_refused(pool, caller, claimed, error, ip)
+    raise error
+
+
+async def audit_claim_refused(
+    pool: asyncpg.Pool, caller: A2ACaller, claimed: str, error: ConferError, ip: str | None
+) -> None:
+    """Leave the ``federation.inbound.rejected`` audit row of a signed message refused for the
+    DID it claims (a forged sender, a relayed author we do not federate with): the ``code``,
+    ``detail``, signing ``keyid`` and ``claimed`` DID."""
+    assert caller.peer is not None
     async with pool.acquire() as conn:
         await audit_store.insert_audit(
             conn,
@@ -175,7 +187,6 @@ async def check_sender(
             },
             ip_address=ip,
         )
-    raise error
 
 
 async def receive_message(
