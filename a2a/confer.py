@@ -116,7 +116,9 @@ class ConferConversation(BaseModel):
     message's ``contextId``. ``members`` are the DIDs of every member (users and agents, on
     any instance). Every other instance with members keeps a replica keyed by
     ``(home, id)``. A membership event from the home adds ``roles`` (member DID → role; a
-    member not named is a ``member``) and ``archived``; a message's claim leaves them out.
+    member not named is a ``member``), ``archived`` and ``version``, the number of changes
+    the home made to the group's state so far (a replica takes a state only when its
+    version is newer than the one it holds); a message's claim leaves them out.
     A message without this member is never stored in a group, and a message
     with it never in a direct conversation.
     """
@@ -129,6 +131,7 @@ class ConferConversation(BaseModel):
     members: list[StrictStr] = []
     roles: dict[StrictStr, Literal["admin", "member", "observer"]] | None = None
     archived: StrictBool | None = None
+    version: StrictInt | None = Field(default=None, ge=0)
 
 
 class ConferMembership(BaseModel):

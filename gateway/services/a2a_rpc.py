@@ -42,6 +42,7 @@ from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
 from gateway.errors import (
     ConferError,
+    FederationRefusedError,
     NotGroupMemberError,
     RecipientNotFoundError,
     ValidationFailedError,
@@ -53,6 +54,7 @@ from gateway.services import (
     federated_receipts,
     federation,
     group_events,
+    group_receipts,
     groups,
     signals,
 )
@@ -65,6 +67,7 @@ from gateway.services.participants import GroupDeps
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient, TaskEvents, status_update, task_json
 from gateway.storage import AttachmentStorage
+from gateway.store import audit as audit_store
 from gateway.store.tasks import TaskRow
 
 M = TypeVar("M", bound=BaseModel)
@@ -147,6 +150,38 @@ async def _recipient(ctx: RpcContext, params: SendMessageParams) -> Recipient:
     return recipient
 
 
+async def _check_addressee(ctx: RpcContext, params: SendMessageParams) -> None:
+    """A message to an endpoint's recipient may not name another one: a
+    ``metadata.confer.recipient`` other than the endpoint's, or ``recipients`` without it,
+    is InvalidParamsError (-32602) with the reason, audited ``federation.inbound.rejected``,
+    before anything is stored (a message is never delivered to someone it was not for)."""
+    if ctx.recipient is None:
+        return
+    confer = ConferMetadata.of(params.message.metadata)
+    own = ctx.recipient.did
+    if confer.recipient is not None and confer.recipient != own:
+        detail = f"the message is addressed to {confer.recipient[:255]}, not to {own}"
+    elif confer.recipients and own not in confer.recipients:
+        detail = f"metadata.confer.recipients does not name {own}, whose endpoint this is"
+    else:
+        return
+    async with ctx.pool.acquire() as conn:
+        await audit_store.insert_audit(
+            conn,
+            action="federation.inbound.rejected",
+            user_id=ctx.recipient.user_id,
+            details={
+                "method": "SendMessage",
+                "caller": ctx.caller.ref,
+                "remote_message_id": params.message.messageId[:128],
+                "code": InvalidParamsError.code,
+                "detail": detail,
+            },
+            ip_address=ctx.ip,
+        )
+    raise InvalidParamsError(f"Invalid params: {detail}")
+
+
 async def _check_task_reference(ctx: RpcContext, params: SendMessageParams) -> None:
     """A ``message.taskId`` must name one of the caller's tasks: task ids are the server's,
     a client only refers to an existing one (A2A 1.0 §3.4, ``Message.taskId``). Raises
@@ -160,7 +195,8 @@ async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
     """The caller, or for a group post its home relays (:func:`federation.relayed_author`)
     the author as the verified peer the message is stored from (the home's signature
     verified; the home's caller ref keeps the task). Raises InvalidParamsError when the
-    author's DID cannot be resolved, NotGroupMemberError when it is one of ours."""
+    author's DID cannot be resolved, NotGroupMemberError when it is one of ours,
+    FederationRefusedError (audited) when our federation policy refuses the author."""
     author = federation.relayed_author(ctx.caller, params)
     if author is None or ctx.caller.peer is None or ctx.peers is None:
         return ctx.caller
@@ -171,6 +207,9 @@ async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
         row = await ctx.peers.resolve(author)
     except DIDError as exc:
         raise InvalidParamsError(f"Invalid params: the relayed author: {exc.detail}") from exc
+    except FederationRefusedError as exc:  # the author's instance is refused, relayed or not
+        await federation.audit_claim_refused(ctx.pool, ctx.caller, author, exc, ctx.ip)
+        raise
     verified = VerifiedPeer(peer=row, keyid=ctx.caller.peer.keyid, body=ctx.caller.body)
     return A2ACaller(ref=ctx.caller.ref, body=ctx.caller.body, peer=verified)
 
@@ -179,30 +218,52 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
     """Store a new message (or return the first answer to a retried one).
 
     A group message sent once to this instance (``/a2a``) names every local member it is for
-    in ``metadata.confer.recipients``: the group stores it once and each of them receives it
-    (a member the group no longer has, or who blocks the author, is skipped)."""
+    in ``metadata.confer.recipients``: the group stores it once and each of them receives it.
+    A member the group no longer has, or who blocks the author or the instance that signed
+    it (a group's home relaying), is skipped; when none receives it, the first refusal is
+    raised (e.g. PeerBlockedError, 403)."""
     caller = await _author(ctx, params)
     await federation.check_sender(caller, params, pool=ctx.pool, ip=ctx.ip)
     await _check_task_reference(ctx, params)
-    recipient = await _recipient(ctx, params)
     confer = ConferMetadata.of(params.message.metadata)
     claim = confer.conversation
     if claim is not None and ctx.peers is not None and caller.peer is not None:
         if ctx.caller.peer is not None and ctx.caller.peer.peer.did.startswith(claim.home + ":"):
             await groups.resolve_members(ctx.pool, ctx.peers, claim, ctx.identity.did)
-    first = await _receive(ctx, caller, recipient, params)
     if ctx.recipient is not None or claim is None or not confer.recipients:
-        return first
-    for did in dict.fromkeys(confer.recipients):
-        if did == recipient.did:
-            continue
+        recipient = await _recipient(ctx, params)
+        if caller is not ctx.caller:  # a relay: the author must be welcome too
+            async with ctx.pool.acquire() as conn:
+                await federation.admit(conn, caller, recipient)
+        return await _receive(ctx, caller, recipient, params)
+    named = [confer.recipient] if confer.recipient else []
+    return await _fan_out(ctx, caller, params, [*named, *confer.recipients])
+
+
+async def _fan_out(
+    ctx: RpcContext, caller: A2ACaller, params: SendMessageParams, dids: list[str]
+) -> tuple[TaskRow, bool]:
+    """Deliver a group message to each local member ``dids`` names (:func:`_send`); the
+    first delivery's ``(task, created)``, or the first refusal raised when none took it."""
+    first: tuple[TaskRow, bool] | None = None
+    refusal: ConferError | JSONRPCError | None = None
+    for did in dict.fromkeys(dids):
         try:
             async with ctx.pool.acquire() as conn:
                 other = await federation.recipient_for_did(conn, ctx.identity, did)
-                await federation.admit(conn, caller, other)
-            await _receive(ctx, caller, other, params)
-        except (ConferError, JSONRPCError):
+                await federation.admit(conn, ctx.caller, other)
+                if caller is not ctx.caller:
+                    await federation.admit(conn, caller, other)
+            received = await _receive(ctx, caller, other, params)
+        except (ConferError, JSONRPCError) as exc:
+            refusal = refusal or exc
             continue  # this member is gone or refuses; the others still receive it
+        first = first or received
+    if first is None:
+        if isinstance(refusal, RecipientNotFoundError):
+            raise InvalidParamsError(f"Invalid params: {refusal.detail}") from refusal
+        assert refusal is not None
+        raise refusal
     return first
 
 
@@ -229,6 +290,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     a peer's edit or delete of an earlier message, its read receipt, or a group membership
     event or request (:mod:`gateway.services.group_events`) → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
+    await _check_addressee(ctx, params)
     confer = ConferMetadata.of(params.message.metadata)
     if confer.typing or confer.presence is not None:
         await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
@@ -248,7 +310,11 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         deps = GroupDeps(ctx.pool, ctx.hub, ctx.identity, ctx.peers, None, ctx.max_group_members)
         return await group_events.receive(deps, ctx.caller, params, ctx.ip)
     if confer.read is not None or "read" in confer.malformed:
-        await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        if not group_receipts.relayed_by_home(ctx.caller, params, ctx.identity.did):
+            await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
+        if confer.conversation is not None and ctx.peers is not None:
+            on = group_receipts.ReceiptDeps(ctx.pool, ctx.hub, ctx.identity, ctx.peers)
+            return await group_receipts.receive(on, ctx.caller, params, ctx.ip)
         recipient = await _recipient(ctx, params)
         return await federated_receipts.apply_receipt(
             ctx.caller, recipient, params, pool=ctx.pool, hub=ctx.hub
@@ -400,6 +466,7 @@ def _finished(state: str, stop_on_interrupt: bool) -> bool:
 async def send_streaming_message(ctx: RpcContext, raw: Any) -> AsyncIterator[dict[str, Any]]:
     """``SendStreamingMessage``: the Task as submitted, then its status until it settles."""
     params = _params(SendMessageParams, raw)
+    await _check_addressee(ctx, params)
     config = _push_config(ctx, params)
     task, created = await _send(ctx, params)
     if config is not None:

@@ -31,6 +31,7 @@ from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
+from models import PeerAgentRow
 
 RECEIPT = "receipt"
 
@@ -98,22 +99,34 @@ async def _advance(
     message = await messages_store.get_message(conn, id=message_id) if is_ulid(message_id) else None
     if message is None or message.sender_did != recipient.did:  # visible messages only
         return None
+    return await advance_peer_read(
+        conn, peer=peer, conversation_id=message.conversation_id, message_id=message.id
+    )
+
+
+async def advance_peer_read(
+    conn: asyncpg.Connection, *, peer: PeerAgentRow, conversation_id: str, message_id: str
+) -> dict[str, Any] | None:
+    """Move the read position of ``peer`` (a participant of ``conversation_id``) forward to
+    our message ``message_id`` and add it to the message's ``read_by``; returns the
+    ``receipt`` event's body, or None when the peer takes no part there or already read that
+    far (never moves back)."""
     membership = await conv_store.find_participant(
-        conn, conversation_id=message.conversation_id, who=("peer_agent", peer.id)
+        conn, conversation_id=conversation_id, who=("peer_agent", peer.id)
     )
     if membership is None:
         return None
     if not await change_store.advance_read(
-        conn, participant_id=membership.id, message_id=message.id
+        conn, participant_id=membership.id, message_id=message_id
     ):
         return None
     read_at = await change_store.mark_read(
-        conn, participant_id=membership.id, message_id=message.id, user_id=peer.id
+        conn, participant_id=membership.id, message_id=message_id, user_id=peer.id
     )
     return {
-        "conversation_id": message.conversation_id,
+        "conversation_id": conversation_id,
         "user_id": peer.id,
         "did": peer.did,
-        "message_id": message.id,
+        "message_id": message_id,
         "last_read_at": read_at.isoformat(),
     }

@@ -21,6 +21,7 @@ from gateway.clock import Clock
 from gateway.db import Transaction, transaction
 from gateway.errors import (
     ApiKeyScopeError,
+    ConferError,
     FederationAuthError,
     NotGroupMemberError,
     PeerBlockedError,
@@ -87,13 +88,26 @@ async def recipient_for_did(conn: asyncpg.Connection, identity: Identity, did: s
 async def admit(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> None:
     """The door: may ``caller`` talk to ``r`` at all? Nothing is written when it may not.
 
-    A peer the recipient's owner marked ``blocked`` gets PeerBlockedError (403); an API key
-    outside its scope gets ApiKeyScopeError (403).
+    A peer the recipient's owner marked ``blocked`` gets PeerBlockedError (403), and so does
+    every user and agent of an instance whose instance DID (``did:web:<host>``) the owner
+    blocked — a group's home among them; an API key outside its scope gets
+    ApiKeyScopeError (403).
     """
     if caller.peer is not None:
-        settings = await contact_settings(conn, user_id=r.user_id, peer_id=caller.peer.peer.id)
+        peer = caller.peer.peer
+        settings = await contact_settings(conn, user_id=r.user_id, peer_id=peer.id)
         if settings.trust_level == "blocked":
             raise PeerBlockedError(f"{r.did} does not accept requests from {caller.origin}")
+        parts = peer.did.split(":")
+        if len(parts) > 3 and parts[1] == "web":
+            home = await peers_store.get_peer_by_did(conn, did=":".join(parts[:3]))
+            settings = (
+                await contact_settings(conn, user_id=r.user_id, peer_id=home.id)
+                if home is not None
+                else settings
+            )
+            if home is not None and settings.trust_level == "blocked":
+                raise PeerBlockedError(f"{r.did} does not accept requests from {home.did}")
     await check_api_key_scope(conn, caller, r)
 
 
@@ -115,9 +129,10 @@ def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
     stored and ordered. The receiver stores it as the author's, in the group's replica only,
     and only when the member list the home announced names the author
     (:func:`gateway.services.groups.group_conversation`); the author's edits and deletes
-    of it are relayed the same way (they find the copy by the author's inbox row). Receipts
-    and membership messages are never relayed, and no relay speaks for the receiver's own
-    users (:func:`gateway.services.a2a_rpc`).
+    of it are relayed the same way (they find the copy by the author's inbox row). Membership
+    messages are never relayed, receipts have a rule of their own
+    (:func:`gateway.services.group_receipts.relayed_by_home`), and no relay speaks for the
+    receiver's own users (:func:`gateway.services.a2a_rpc`).
     """
     confer = ConferMetadata.of(params.message.metadata)
     claim = confer.conversation
@@ -149,6 +164,17 @@ async def check_sender(
     error = FederationAuthError(
         "signature_sender_mismatch", f"signed by {caller.peer.keyid} but claims to be {claimed}"
     )
+    await audit_claim_refused(pool, caller, claimed, error, ip)
+    raise error
+
+
+async def audit_claim_refused(
+    pool: asyncpg.Pool, caller: A2ACaller, claimed: str, error: ConferError, ip: str | None
+) -> None:
+    """Leave the ``federation.inbound.rejected`` audit row of a signed message refused for the
+    DID it claims (a forged sender, a relayed author we do not federate with): the ``code``,
+    ``detail``, signing ``keyid`` and ``claimed`` DID."""
+    assert caller.peer is not None
     async with pool.acquire() as conn:
         await audit_store.insert_audit(
             conn,
@@ -161,7 +187,6 @@ async def check_sender(
             },
             ip_address=ip,
         )
-    raise error
 
 
 async def receive_message(

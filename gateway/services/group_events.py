@@ -8,6 +8,9 @@ A ``SendMessage`` with ``metadata.confer.membership`` (:class:`a2a.confer.Confer
   there, carrying the group's whole state after it. The replica takes that state
   (:func:`gateway.services.participants.take_home_state`); an event signed by anyone else is
   refused (403 ``not_group_member``, audited), so only the home decides who is in its group.
+  The state's ``version`` orders events: one not newer than the replica's is ignored
+  (audited ``group.event.stale``, logged) and answered as a success, so the home's outbox
+  does not retry it.
 - **A request**, signed by a member of another instance, sent to us because we are the
   group's home (:mod:`gateway.services.group_home`): the change is made under the local rules,
   as that member (:class:`gateway.services.participants.Actor`), and announced to every member
@@ -20,6 +23,7 @@ A ``SendMessage`` with ``metadata.confer.membership`` (:class:`a2a.confer.Confer
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import ValidationError
@@ -45,6 +49,8 @@ from gateway.services.participants import Actor, GroupDeps
 from gateway.store import audit as audit_store
 from gateway.store import groups as groups_store
 from models.api import ConversationUpdate, ParticipantCreate, ParticipantUpdate
+
+log = logging.getLogger(__name__)
 
 
 async def receive(
@@ -84,10 +90,27 @@ async def _event(
 ) -> dict[str, Any]:
     if claim.home == deps.identity.did or len(claim.members) > deps.max_members:
         raise NotGroupMemberError(f"{claim.home} cannot announce group {claim.id} here")
-    conversation_id = await participants.take_home_state(deps, claim)
-    details = {"event": _event_name(params), "conversation_id": conversation_id}
+    assert caller.peer is not None
+    applied = await participants.take_home_state(deps, claim, caller.peer.peer.id)
+    details: dict[str, Any] = {
+        "event": _event_name(params),
+        "conversation_id": applied.conversation_id,
+        "version": claim.version,
+    }
+    if applied.stale:
+        # late or repeated: answered as a success, so the home's outbox does not retry it
+        details["held"] = applied.held
+        log.info(
+            "group %s: event version %s from %s ignored, version %s held",
+            claim.id,
+            claim.version,
+            claim.home,
+            applied.held,
+        )
+        await _audit(deps, "group.event.stale", caller, claim, ip, details)
+        return _answer(params, claim, "Already applied.")
     await _audit(deps, "group.event.applied", caller, claim, ip, details)
-    return _answer(params, claim, "Applied." if conversation_id else "No member here.")
+    return _answer(params, claim, "Applied." if applied.conversation_id else "No member here.")
 
 
 async def _audit(

@@ -15,8 +15,9 @@ Only a sender of the home instance may create a replica or change its name and m
 
 Membership events: every membership change at the home (create, join, leave, kick, role,
 rename, archive) is announced to each member instance once, signed by the home instance DID,
-carrying the group's whole state after it (:func:`home_state`); a replica takes that state as
-it is (:func:`apply_home_state`): name, archived, member list, the roles of its participants.
+carrying the group's whole state after it (:func:`home_state`) and its version (the number of
+changes so far); a replica takes that state as it is when it is newer than the one it holds
+(:func:`apply_home_state`): name, archived, member list, the roles of its participants.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ async def outbound_claim(
     """The group identity a message of ``conversation_id`` carries, or None for a direct one.
 
     A home group names itself (our conversation id, our instance DID, its participants'
-    DIDs); a replica names the home's group as the home announced it.
+    DIDs, the version of that state); a replica names the home's group as the home
+    announced it.
     """
     kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
     if kind is None or kind[0] != "group":
@@ -81,6 +83,7 @@ async def outbound_claim(
         home=instance.did if instance is not None else instance_did(sender_did),
         name=kind[1],
         members=await groups_store.list_member_dids(conn, conversation_id=conversation_id),
+        version=await groups_store.get_version(conn, conversation_id=conversation_id),
     )
 
 
@@ -138,7 +141,7 @@ async def group_conversation(
         conversation_id = await _new_replica(conn, claim, recipient.user_id)
     else:
         conversation_id = replica.conversation_id
-        if from_home:
+        if from_home and await _not_older(conn, conversation_id, claim):
             await _follow_home(conn, conversation_id, claim)
     await _join(conn, conversation_id, recipient, peer, members if from_home else [])
     return conversation_id
@@ -157,6 +160,16 @@ async def _new_replica(conn: asyncpg.Connection, claim: ConferConversation, crea
         members=claim.members,
     )
     return conversation.id
+
+
+async def _not_older(
+    conn: asyncpg.Connection, conversation_id: str, claim: ConferConversation
+) -> bool:
+    """Whether a message's group claim is at least as new as the state the replica holds (a
+    claim without a version is taken as it comes)."""
+    if claim.version is None:
+        return True
+    return claim.version >= await groups_store.get_version(conn, conversation_id=conversation_id)
 
 
 async def _follow_home(
@@ -212,8 +225,8 @@ async def home_state(
     conn: asyncpg.Connection, *, conversation_id: str, home: str
 ) -> ConferConversation:
     """The whole state of our group ``conversation_id`` as a membership event carries it:
-    name, member DIDs, each member's role and whether it is archived (``home`` is our
-    instance DID)."""
+    name, member DIDs, each member's role, whether it is archived and the version of this
+    state (``home`` is our instance DID)."""
     kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
     roles = await groups_store.list_member_roles(conn, conversation_id=conversation_id)
     return ConferConversation(
@@ -223,6 +236,7 @@ async def home_state(
         members=[did for did, _ in roles],
         roles={did: _NOT_MEMBER[role] for did, role in roles if role in _NOT_MEMBER},
         archived=await groups_store.get_archived(conn, conversation_id=conversation_id),
+        version=await groups_store.get_version(conn, conversation_id=conversation_id),
     )
 
 
@@ -235,6 +249,10 @@ class Applied:
     users: list[str]
     removed_users: list[str]
     created: bool
+    stale: bool = False
+    """The event's version was not newer than the one the replica holds: nothing changed."""
+    held: int = 0
+    """The version of the state the replica held before (0: none recorded)."""
 
 
 async def _local_refs(
@@ -256,7 +274,7 @@ async def _local_refs(
 
 
 async def apply_home_state(
-    conn: asyncpg.Connection, here: str, claim: ConferConversation
+    conn: asyncpg.Connection, here: str, claim: ConferConversation, home_peer: str | None = None
 ) -> Applied:
     """Make our replica of the home's group what ``claim`` (a membership event's state) says.
 
@@ -266,18 +284,41 @@ async def apply_home_state(
     the participants the home no longer lists (their owners' observer rows with them). Only
     the home instance may call this for its groups (the caller checks the signer). Runs in
     the caller's transaction.
+
+    A state with a ``version`` is taken only when it is newer than the version the replica
+    holds (``stale`` otherwise, nothing changed): events may arrive late or twice, and each
+    carries the whole state, so skipping versions loses nothing. A state without one (a home
+    that does not count) is taken as it comes.
+
+    A local user who blocked the home (``home_peer``, the home instance's ``peer_agents``
+    id) is not added by it, nor their agents: a blocked home cannot pull anyone into its
+    groups. Who already takes part follows the home's state (a removal still removes).
     """
     await conv_store.lock_direct_pair(conn, f"replica:{claim.home}:{claim.id}")
     replica = await groups_store.find_replica(conn, home=claim.home, remote_id=claim.id)
+    held = 0
+    if replica is not None and claim.version is not None:
+        held = await groups_store.get_version(conn, conversation_id=replica.conversation_id)
+        if claim.version <= held:
+            return Applied(replica.conversation_id, [], [], False, stale=True, held=held)
     roles = claim.roles or {}
     wanted: dict[ParticipantRef, str] = {}
+    owner_of: dict[ParticipantRef, str] = {}  # a local ref → the user it belongs to
     for did in dict.fromkeys(claim.members):
         if did.startswith(here + ":"):
-            for ref, role in await _local_refs(conn, here, did):
+            refs = await _local_refs(conn, here, did)
+            for ref, role in refs:
                 wanted.setdefault(ref, role or roles.get(did, "member"))
+                owner_of[ref] = next(r[1] for r, _ in refs if r[0] == "user")
         elif (peer := await peers_store.get_peer_by_did(conn, did=did)) is not None:
             wanted[("peer_agent", peer.id)] = roles.get(did, "member")
     local_users = [ref[1] for ref in wanted if ref[0] == "user"]
+    blocked = (
+        await groups_store.list_blocking_users(conn, peer_id=home_peer, user_ids=local_users)
+        if home_peer is not None and local_users
+        else set()
+    )
+    local_users = [u for u in local_users if u not in blocked]
     if replica is None:
         if not local_users:
             return Applied(None, [], [], False)
@@ -303,10 +344,14 @@ async def apply_home_state(
             await conv_store.update_participant(conn, participant_id=p["id"], role=wanted[ref])
         del wanted[ref]
     for ref, role in wanted.items():
+        if owner_of.get(ref) in blocked:
+            continue  # they blocked the home: it does not add them
         await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=ref, role=role
         )
-    return Applied(conversation_id, local_users, removed, replica is None)
+    if claim.version is not None:
+        await groups_store.set_version(conn, conversation_id=conversation_id, version=claim.version)
+    return Applied(conversation_id, local_users, removed, replica is None, held=held)
 
 
 def _participant_ref(p: dict[str, Any]) -> ParticipantRef:

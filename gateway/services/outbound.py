@@ -12,7 +12,8 @@ transaction that stored it (so the delivery is queued exactly when the change co
   ``metadata.confer.recipients``;
 - a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
 - a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
-  the read reached, naming (by the peer's own id) its latest message read;
+  the read reached, naming (by the peer's own id) its latest message read; in a group, where
+  the group's messages go instead (:func:`gateway.services.group_receipts.queue_receipt`);
 - a :class:`Membership` — a membership change of a group homed here — goes once to each
   instance with members (and to a removed member's), signed by our instance DID and carrying
   the group's whole state after the change (:func:`gateway.services.groups.home_state`).
@@ -44,11 +45,12 @@ from a2a.confer import (
     send_message_params,
 )
 from gateway.ids import new_id
-from gateway.services import groups
+from gateway.services import group_receipts, groups
 from gateway.services.a2a_content import outbound_file, outbound_metadata, outbound_parts
 from gateway.store import attachments as attachments_store
 from gateway.store import federated_changes as changes_store
 from gateway.store import federation as federation_store
+from gateway.store import groups as groups_store
 from gateway.store import tasks as tasks_store
 from gateway.tracing import trace_context
 from models import Message, PeerAgentRow
@@ -161,6 +163,12 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
     """
     if isinstance(item, Membership):
         return await _queue_membership(conn, item)
+    if isinstance(item, Receipt):  # a group's receipts go where its messages go
+        queued = await group_receipts.queue_receipt(
+            conn, conversation_id=item.conversation_id, reader_did=item.reader_did, up_to=item.up_to
+        )
+        if queued is not None:
+            return queued
     destinations = await _destinations(conn, item)
     trace = trace_context()
     shared = await _post_shared(conn, item, destinations[0]) if destinations else None
@@ -184,7 +192,9 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
 
 
 async def _queue_membership(conn: asyncpg.Connection, item: Membership) -> int:
-    """One outbox row per member instance (by the origin of its members' endpoints)."""
+    """One outbox row per member instance (by the origin of its members' endpoints); the
+    change counts one more version of the group's state, which the event carries."""
+    await groups_store.next_version(conn, conversation_id=item.conversation_id)
     peers = await federation_store.list_peer_destinations(
         conn, conversation_id=item.conversation_id
     )

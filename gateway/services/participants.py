@@ -247,16 +247,21 @@ async def _forward(
     await take_home_state(deps, state)
 
 
-async def take_home_state(deps: GroupDeps, claim: ConferConversation) -> str | None:
+async def take_home_state(
+    deps: GroupDeps, claim: ConferConversation, home_peer: str | None = None
+) -> groups.Applied:
     """Make our replica what the home's ``claim`` says (:func:`groups.apply_home_state`) and
     tell the local members: ``conversation.changed`` to those who take part,
-    ``participant.changed`` (``removed``) to those who no longer do. Returns the replica's id
-    (None when none of our members is listed and there was no replica)."""
+    ``participant.changed`` (``removed``) to those who no longer do. Returns what was done
+    (``conversation_id`` None when none of our members is listed and there was no replica;
+    ``stale`` when the claim's version was not newer than the replica's: nothing told).
+    ``home_peer`` is the home's ``peer_agents`` id when its signed event brought the claim:
+    local users who blocked it are not added."""
     await groups.resolve_members(deps.pool, deps.peers, claim, deps.identity.did)
     async with transaction(deps.pool) as tx:
-        applied = await groups.apply_home_state(tx.conn, deps.identity.did, claim)
-        if applied.conversation_id is None:
-            return None
+        applied = await groups.apply_home_state(tx.conn, deps.identity.did, claim, home_peer)
+        if applied.conversation_id is None or applied.stale:
+            return applied
         conversation = await groups_store.get_conversation(
             tx.conn, conversation_id=applied.conversation_id
         )
@@ -269,7 +274,7 @@ async def take_home_state(deps: GroupDeps, claim: ConferConversation) -> str | N
                 "participant": None,
             }
             await hub_append_removed(tx, deps.hub, applied.removed_users, data)
-    return applied.conversation_id
+    return applied
 
 
 async def hub_append_removed(

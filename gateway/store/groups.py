@@ -173,3 +173,86 @@ async def get_conversation(
     """A conversation by id, whoever takes part (a home group acted on by a remote member)."""
     record = await conn.fetchrow("SELECT * FROM conversations WHERE id = $1", conversation_id)
     return ConversationRow.model_validate(dict(record)) if record else None
+
+
+async def next_version(conn: asyncpg.Connection, *, conversation_id: str) -> int:
+    """Count one more change of our group's state; returns the new version (1 for the first).
+    Table ``group_versions`` (migration 0023)."""
+    version = await conn.fetchval(
+        """INSERT INTO group_versions (conversation_id, version) VALUES ($1, 1)
+           ON CONFLICT (conversation_id) DO UPDATE
+           SET version = group_versions.version + 1, updated_at = NOW()
+           RETURNING version""",
+        conversation_id,
+    )
+    return int(version)
+
+
+async def get_version(conn: asyncpg.Connection, *, conversation_id: str) -> int:
+    """The version of a group's state held here (issued at the home, taken at a replica);
+    0 when none was recorded."""
+    version = await conn.fetchval(
+        "SELECT version FROM group_versions WHERE conversation_id = $1", conversation_id
+    )
+    return int(version) if version is not None else 0
+
+
+async def set_version(conn: asyncpg.Connection, *, conversation_id: str, version: int) -> None:
+    """Record that a replica now holds the home's state ``version`` (never moves back)."""
+    await conn.execute(
+        """INSERT INTO group_versions (conversation_id, version) VALUES ($1, $2)
+           ON CONFLICT (conversation_id) DO UPDATE
+           SET version = EXCLUDED.version, updated_at = NOW()
+           WHERE group_versions.version < EXCLUDED.version""",
+        conversation_id,
+        version,
+    )
+
+
+async def get_remote_term(
+    conn: asyncpg.Connection, *, message_id: str, origin_instance: str | None
+) -> str | None:
+    """The id another instance gave our message ``message_id`` when it sent it to us (from
+    ``federation_inbox``): from a member of ``origin_instance`` (an instance DID), or with
+    None from anyone; None when no such row (the message is ours, or came from elsewhere)."""
+    value = await conn.fetchval(
+        """SELECT remote_message_id FROM federation_inbox
+           WHERE message_id = $1
+             AND ($2::text IS NULL OR origin_did = $2 OR starts_with(origin_did, $2 || ':'))
+           ORDER BY created_at LIMIT 1""",
+        message_id,
+        origin_instance,
+    )
+    return value  # type: ignore[no-any-return]
+
+
+async def find_named_message(
+    conn: asyncpg.Connection, *, conversation_id: str, named: str
+) -> str | None:
+    """Our visible message of ``conversation_id`` that a peer names ``named``: our own id of
+    it, or the id an instance gave it when it sent it to us; None when there is none."""
+    value = await conn.fetchval(
+        """SELECT id FROM messages
+           WHERE conversation_id = $1 AND deleted_at IS NULL
+             AND (id = $2 OR id IN (SELECT message_id FROM federation_inbox
+                                    WHERE remote_message_id = $2))
+           ORDER BY id = $2 DESC LIMIT 1""",
+        conversation_id,
+        named,
+    )
+    return value  # type: ignore[no-any-return]
+
+
+async def list_blocking_users(
+    conn: asyncpg.Connection, *, peer_id: str, user_ids: list[str]
+) -> set[str]:
+    """Those of ``user_ids`` whose contact of ``peer_id`` is ``blocked`` (the trust level
+    lives in ``peer_contacts.policy_overrides_json``, see :mod:`gateway.services.contacts`)."""
+    records = await conn.fetch(
+        """SELECT user_id FROM peer_contacts
+           WHERE peer_id = $1 AND user_id = ANY($2::text[])
+             AND policy_overrides_json ->> 'trust_level' = 'blocked'""",
+        peer_id,
+        user_ids,
+    )
+    return {r["user_id"] for r in records}
