@@ -23,16 +23,19 @@ import os
 import socket
 import statistics
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import websockets
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a.signatures import parse_signature, sign_request, verify_request
-from gateway.demo import confer_process, default_databases
+from gateway.demo import confer_process, fresh_database
+from gateway.embedded import embedded_postgres_url
 from gateway.settings import Settings
 
 
@@ -113,6 +116,23 @@ def environment(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
+async def next_frame(ws: Any) -> dict[str, Any]:
+    """The next frame on bob's WebSocket; the server's heartbeat pings are answered."""
+    while True:
+        frame: dict[str, Any] = json.loads(await ws.recv())
+        if frame.get("type") != "ping":
+            return frame
+        await ws.send('{"type":"pong"}')
+
+
+async def drop_database(admin: str, name: str) -> None:
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -120,7 +140,7 @@ def percentile(values: list[float], q: float) -> float:
 
 async def run(messages: int, load: int) -> None:
     settings = Settings()
-    urls = await default_databases(settings.database_url, Path(".data"))
+    admin = settings.database_url or embedded_postgres_url(Path(".data") / "pg", stop_at_exit=True)
     signs, verifies = signing_rate()
     print(f"sign+verify in-process: {signs:.0f} signatures/s, {verifies:.0f} verifications/s")
     # The load goes beyond the default per-peer budgets (600 calls a minute): lift them.
@@ -130,8 +150,15 @@ async def run(messages: int, load: int) -> None:
     }
     results = {}
     for mode, items in (("off", "1"), ("on", "50")):
-        with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
-            results[mode] = await pair(urls, messages if mode == "on" else 0, load, mode)
+        # fresh databases per pair: an instance's DIDs depend on the port it is given
+        suffix = uuid.uuid4().hex[:8]
+        urls = [await fresh_database(admin, f"confer_bench_{mode}_{x}_{suffix}") for x in "ab"]
+        try:
+            with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
+                results[mode] = await pair(urls, messages if mode == "on" else 0, load, mode)
+        finally:
+            for url in urls:
+                await drop_database(admin, url.rsplit("/", 1)[1])
     off, on = results["off"], results["on"]
     for mode, (rate, p50, p99, n, elapsed) in results.items():
         print(
@@ -166,7 +193,7 @@ async def pair(
             for i in range(messages):
                 start = time.perf_counter()
                 await a.post(path, headers=auth, json={"content": f"latency {i}"})
-                while json.loads(await ws.recv())["type"] != "message.created":
+                while (await next_frame(ws))["type"] != "message.created":
                     pass
                 latencies.append((time.perf_counter() - start) * 1000)
             if latencies:
@@ -197,7 +224,7 @@ async def throughput(
     latencies: list[float] = []
     async with asyncio.timeout(600):
         while len(latencies) < per_sender * 8:
-            frame = json.loads(await ws.recv())
+            frame = await next_frame(ws)
             if frame["type"] != "message.created":
                 continue
             sent = posted.pop(frame["data"].get("content"), None)

@@ -268,6 +268,16 @@ async def clear_destination(conn: asyncpg.Connection, *, destination: str, now: 
     return True
 
 
+async def destination_unhealthy(conn: asyncpg.Connection, *, destination: str) -> bool:
+    """True when ``destination`` is failing or parked (what :func:`clear_destination` clears)."""
+    value = await conn.fetchval(
+        """SELECT 1 FROM federation_destinations
+           WHERE destination = $1 AND (failures > 0 OR parked_at IS NOT NULL)""",
+        destination,
+    )
+    return value is not None
+
+
 async def get_destination(conn: asyncpg.Connection, *, destination: str) -> dict[str, Any] | None:
     """The health row of ``destination``, or None."""
     record = await conn.fetchrow(

@@ -140,14 +140,23 @@ async def release(conn: asyncpg.Connection, *, ids: list[str]) -> None:
         )
 
 
-async def next_due_at(conn: asyncpg.Connection, *, probe_interval: timedelta) -> datetime | None:
-    """When :func:`claim_batches` will next find work (None when nothing is pending).
+async def next_due_at(
+    conn: asyncpg.Connection,
+    *,
+    probe_interval: timedelta,
+    concurrency: int,
+    in_flight: Mapping[str, int],
+) -> datetime | None:
+    """When :func:`claim_batches` (with the same ``concurrency`` and ``in_flight``) will next
+    find work (None when nothing is pending).
 
     Only what can be claimed counts: the head of each lane of a healthy destination, the
     oldest row of a failing or parked one; each at its retry time, pushed past a live lease
     and, for a parked destination, past its next probe. Rows queued behind a head never wake
-    the worker.
+    the worker, nor do destinations with no free request slot here (the end of one of their
+    requests wakes it).
     """
+    busy = list(in_flight.items())
     value = await conn.fetchval(
         f"""WITH heads AS (
              SELECT DISTINCT ON (o.destination, COALESCE(o.lane, ''))
@@ -156,10 +165,17 @@ async def next_due_at(conn: asyncpg.Connection, *, probe_interval: timedelta) ->
              ORDER BY o.destination, COALESCE(o.lane, ''), o.id)
            SELECT MIN(GREATEST(h.next_attempt_at, h.leased_until, d.parked_at + $1::interval))
            FROM heads h LEFT JOIN federation_destinations d ON d.destination = h.destination
-           WHERE (COALESCE(d.failures, 0) = 0 AND d.parked_at IS NULL)
-              OR h.id = (SELECT min(o.id) FROM federation_outbox o
-                         WHERE o.destination = h.destination AND {_PENDING})""",
+           LEFT JOIN unnest($3::text[], $4::int[]) AS b(destination, slots)
+             ON b.destination = h.destination
+           WHERE CASE WHEN COALESCE(d.failures, 0) = 0 AND d.parked_at IS NULL
+                      THEN COALESCE(b.slots, 0) < $2
+                      ELSE COALESCE(b.slots, 0) = 0
+                           AND h.id = (SELECT min(o.id) FROM federation_outbox o
+                                       WHERE o.destination = h.destination AND {_PENDING}) END""",
         probe_interval,
+        concurrency,
+        [d for d, _ in busy],
+        [n for _, n in busy],
     )
     return value  # type: ignore[no-any-return]
 

@@ -195,7 +195,8 @@ class DeliveryWorker(DrainingWorker):
         """Claim what may be sent now and start its requests; True when there was any."""
         self._wake.clear()
         if len(self._tasks) >= MAX_REQUESTS_IN_FLIGHT:
-            return False  # a finished request wakes the worker
+            await self._wake.wait()  # a finished request wakes the worker
+            return True
         settings = self._settings
         lease = timedelta(seconds=settings.outbound_timeout_seconds * 2 + 5)
         async with self._pool.acquire() as conn:
@@ -235,13 +236,16 @@ class DeliveryWorker(DrainingWorker):
         probe), or None."""
         async with self._pool.acquire() as conn:
             return await batches_store.next_due_at(
-                conn, probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds)
+                conn,
+                probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds),
+                concurrency=self._settings.federation_batch_concurrency,
+                in_flight=+self._in_flight,
             )
 
     async def _send(self, batch: Batch) -> None:
         """Send ``batch`` (one request), record every row's outcome, wake the worker."""
         try:
-            if len(batch.rows) == 1 or batch.max_bytes is None:
+            if len(batch.rows) == 1:
                 await self._attempt(batch.rows[0])
             else:
                 await self._attempt_batch(batch)
@@ -262,8 +266,8 @@ class DeliveryWorker(DrainingWorker):
     async def _attempt_batch(self, batch: Batch) -> None:
         """One signed JSON-RPC batch for ``batch``'s rows (as many as fit its byte limit; the
         rest are released unsent)."""
-        assert batch.max_bytes is not None
-        limit = min(batch.max_bytes, self._settings.federation_batch_max_bytes)
+        ours = self._settings.federation_batch_max_bytes
+        limit = min(batch.max_bytes or ours, ours)
         elements, sent = batch_elements(batch.rows, self._identity.public_url, limit)
         if len(sent) < len(batch.rows):
             async with self._pool.acquire() as conn:
@@ -486,5 +490,9 @@ class DeliveryWorker(DrainingWorker):
 async def resume_destination(pool: asyncpg.Pool, clock: Clock, endpoint: str) -> bool:
     """A peer reached us: unpark its destination and send what is queued for it now."""
     destination = urlsplit(endpoint).netloc.lower()
-    async with pool.acquire() as conn, conn.transaction():
-        return await store.clear_destination(conn, destination=destination, now=clock.now())
+    async with pool.acquire() as conn:
+        # Nearly always healthy: one read, no transaction, for every inbound request.
+        if not await store.destination_unhealthy(conn, destination=destination):
+            return False
+        async with conn.transaction():
+            return await store.clear_destination(conn, destination=destination, now=clock.now())

@@ -11,9 +11,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from a2a.batch import BATCH_EXTENSION
+from a2a.batch import BATCH_EXTENSION, batch_extension
+from tests.did.httpserver import LoopbackServer, SeenRequest, respond, respond_json
 from tests.gateway.fakepeer import FakePeer, run_fake_peer
 from tests.gateway.harness import Instance, User, run_instance
+from tests.gateway.test_delivery_idle import _peer
 from tests.gateway.test_delivery_status import deliveries
 
 
@@ -294,3 +296,51 @@ async def test_the_peer_budget_counts_every_call_of_a_batch(make_database) -> No
         assert await post([_call(peer, "budget 3", 1), _call(peer, "budget 4", 2)]) == 200
         # Four calls counted (not two requests): the fifth is over the budget of 4.
         assert await post([_call(peer, "budget 5", 1)]) == 429
+
+
+async def test_a_peer_that_declares_batches_but_refuses_one_gets_single_requests(
+    make_database,
+) -> None:
+    """A card that declares the extension, an endpoint that answers an array with a 400: the
+    batch's rows are retried one by one, and the destination gets single requests after."""
+    async with LoopbackServer() as server, run_instance(await make_database()) as a:
+        peer = _peer(server, "lisa", server.url("/users/lisa/a2a"))
+        card = {"capabilities": {"extensions": [batch_extension(10, 65536)]}}
+        server.routes["/.well-known/agent-card.json"] = respond_json(card)
+
+        async def endpoint(request: SeenRequest, writer: asyncio.StreamWriter) -> None:
+            body = json.loads(request.body)
+            if isinstance(body, list):
+                answer = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "no"}}
+                await respond(400, json.dumps(answer).encode(), "application/json")(request, writer)
+                return
+            answer = {"jsonrpc": "2.0", "id": body["id"], "result": {"message": {}}}
+            await respond_json(answer)(request, writer)
+
+        server.routes["/users/lisa/a2a"] = endpoint
+        alice = await a.register("alice")
+        conversation = (await alice.direct_with(peer))["id"]
+        await alice.send(conversation, "warm-up")
+        destination = f"localhost:{server.port}"
+
+        async def declared() -> bool:
+            sql = "SELECT batch_max_items FROM federation_destinations WHERE destination = $1"
+            return await _fetchval(a, sql, destination) == 10
+
+        await _eventually(declared)
+        async with _held(a):
+            for i in range(3):
+                await alice.send(conversation, f"after {i}")
+
+        async def delivered() -> bool:
+            sql = "SELECT count(*) FROM federation_outbox WHERE delivered_at IS NOT NULL"
+            return int(await _fetchval(a, sql)) == 4
+
+        await _eventually(delivered)
+        bodies = [json.loads(r.body) for r in server.requests if r.path == "/users/lisa/a2a"]
+        arrays = [b for b in bodies if isinstance(b, list)]
+        assert len(arrays) == 1 and len(arrays[0]) == 3
+        texts = [b["params"]["message"]["parts"][0]["text"] for b in bodies if isinstance(b, dict)]
+        assert texts == ["warm-up", "after 0", "after 1", "after 2"]
+        sql = "SELECT batch_max_items FROM federation_destinations WHERE destination = $1"
+        assert await _fetchval(a, sql, destination) is None
