@@ -249,6 +249,8 @@ class DeliveryWorker(DrainingWorker):
                 await self._attempt(batch.rows[0])
             else:
                 await self._attempt_batch(batch)
+        except Exception:  # e.g. the database while recording: the leases lapse, rows resent
+            log.exception("delivery to %s: the outcome was not recorded", batch.destination)
         finally:
             self._in_flight[batch.destination] -= 1
             self.wake()
