@@ -233,13 +233,24 @@ def parse_call(body: bytes) -> tuple[str | int, str, Any]:
     Raises ParseError (not UTF-8 JSON, or nested deeper than :data:`MAX_BODY_DEPTH`, checked
     before parsing) or InvalidRequestError (not a JSON-RPC 2.0 call with an id).
     """
+    return call_of(parse_body(body))
+
+
+def parse_body(body: bytes, depth: int = MAX_BODY_DEPTH) -> Any:
+    """The JSON value of a JSON-RPC body, nested at most ``depth`` deep (checked before
+    parsing). Raises ParseError (JSON-RPC 2.0 §5.1)."""
     try:
         text = body.decode("utf-8")
-        if json_nesting_exceeds(text, MAX_BODY_DEPTH):
-            raise ParseError(f"Parse error: the body is nested deeper than {MAX_BODY_DEPTH}")
-        payload = json.loads(text)
+        if json_nesting_exceeds(text, depth):
+            raise ParseError(f"Parse error: the body is nested deeper than {depth}")
+        return json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ParseError("Parse error: the body is not JSON") from exc
+
+
+def call_of(payload: Any) -> tuple[str | int, str, Any]:
+    """``(id, method, params)`` of one parsed JSON-RPC 2.0 call (a body, or one element of a
+    batch). Raises InvalidRequestError (not a JSON-RPC 2.0 call with an id)."""
     if (
         not isinstance(payload, dict)
         or payload.get("jsonrpc") != "2.0"
@@ -249,6 +260,21 @@ def parse_call(body: bytes) -> tuple[str | int, str, Any]:
     ):
         raise InvalidRequestError("Invalid Request: not a JSON-RPC 2.0 call with an id")
     return payload["id"], payload["method"], payload.get("params")
+
+
+def parse_batch(body: bytes, max_items: int) -> list[Any]:
+    """The elements of a JSON-RPC 2.0 batch body (§6), each still to be checked with
+    :func:`call_of` on its own.
+
+    Raises ParseError (not JSON, too deep: one level more than a single call may use) or
+    InvalidRequestError (not an array, an empty array, more than ``max_items`` elements).
+    """
+    payload = parse_body(body, MAX_BODY_DEPTH + 1)
+    if not isinstance(payload, list) or not payload:
+        raise InvalidRequestError("Invalid Request: a batch is a non-empty array of calls")
+    if len(payload) > max_items:
+        raise InvalidRequestError(f"Invalid Request: a batch carries at most {max_items} calls")
+    return payload
 
 
 def result_envelope(rpc_id: str | int | None, result: Any) -> dict[str, Any]:

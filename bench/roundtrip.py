@@ -4,28 +4,38 @@ Measures, in one run:
 - sign + verify cost of one RFC 9421 request (our a2a library, in-process), per second;
 - end-to-end latency: POST on A → signed A2A delivery → verified and stored on B → event on
   bob's WebSocket (p50/p99 over sequential sends);
-- throughput: messages per second delivered to bob's WebSocket with 8 concurrent senders.
+- throughput: messages per second delivered to bob's WebSocket with 8 concurrent senders,
+  and p50/p99 from each POST to its arrival on bob's WebSocket, with A's JSON-RPC batches off
+  (``CONFER_FEDERATION_BATCH_MAX_ITEMS=1``: one message per request) and on (the default), each
+  over ``--load`` messages on a fresh pair of processes, and the ratio of the two.
 
-Usage: python bench/roundtrip.py [--messages 200]   (needs CONFER_DATABASE_URL or uses the
-embedded PostgreSQL under .data/). Loopback only; bounded loops.
+Usage: python bench/roundtrip.py [--messages 200] [--load 1000]   (needs CONFER_DATABASE_URL
+or uses the embedded PostgreSQL under .data/). Loopback only; bounded loops.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import socket
 import statistics
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import httpx
 import websockets
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a.signatures import parse_signature, sign_request, verify_request
-from gateway.demo import confer_process, default_databases
+from gateway.demo import confer_process, fresh_database
+from gateway.embedded import embedded_postgres_url
 from gateway.settings import Settings
 
 
@@ -91,16 +101,82 @@ async def account(client: httpx.AsyncClient, name: str) -> dict:
     return response.json()
 
 
-async def run(messages: int) -> None:
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Set ``CONFER_*`` variables for the processes started inside (they inherit them)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+async def next_frame(ws: Any) -> dict[str, Any]:
+    """The next frame on bob's WebSocket; the server's heartbeat pings are answered."""
+    while True:
+        frame: dict[str, Any] = json.loads(await ws.recv())
+        if frame.get("type") != "ping":
+            return frame
+        await ws.send('{"type":"pong"}')
+
+
+async def drop_database(admin: str, name: str) -> None:
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+async def run(messages: int, load: int) -> None:
     settings = Settings()
-    urls = await default_databases(settings.database_url, Path(".data"))
+    admin = settings.database_url or embedded_postgres_url(Path(".data") / "pg", stop_at_exit=True)
     signs, verifies = signing_rate()
     print(f"sign+verify in-process: {signs:.0f} signatures/s, {verifies:.0f} verifications/s")
+    # The load goes beyond the default per-peer budgets (600 calls a minute): lift them.
+    budgets = {
+        "CONFER_PEER_RATE_LIMIT_AGENT": "1000000/minute",
+        "CONFER_PEER_RATE_LIMIT_DOMAIN": "1000000/minute",
+    }
+    results = {}
+    for mode, items in (("off", "1"), ("on", "50")):
+        # fresh databases per pair: an instance's DIDs depend on the port it is given
+        suffix = uuid.uuid4().hex[:8]
+        urls = [await fresh_database(admin, f"confer_bench_{mode}_{x}_{suffix}") for x in "ab"]
+        try:
+            with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
+                results[mode] = await pair(urls, messages if mode == "on" else 0, load, mode)
+        finally:
+            for url in urls:
+                await drop_database(admin, url.rsplit("/", 1)[1])
+    off, on = results["off"], results["on"]
+    for mode, (rate, p50, p99, n, elapsed) in results.items():
+        print(
+            f"throughput A→B, 8 concurrent senders, batches {mode:>3}: {rate:6.1f} messages/s "
+            f"({n} in {elapsed:.1f} s); POST → bob's WebSocket p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+        )
+    print(f"batches on / off: throughput x{on[0] / off[0]:.2f}, p50 latency x{on[1] / off[1]:.2f}")
+
+
+async def pair(
+    urls: list[str], messages: int, load: int, tag: str
+) -> tuple[float, float, float, int, float]:
+    """Start A and B, measure (sequential latency when ``messages``, then) the load."""
     async with (
         confer_process(free_port(), urls[0], lambda s: None) as a_url,
         confer_process(free_port(), urls[1], lambda s: None) as b_url,
-        httpx.AsyncClient(base_url=a_url, timeout=30) as a,
-        httpx.AsyncClient(base_url=b_url, timeout=30) as b,
+        httpx.AsyncClient(base_url=a_url, timeout=60) as a,
+        httpx.AsyncClient(base_url=b_url, timeout=60) as b,
     ):
         alice, bob = await account(a, "benchalice"), await account(b, "benchbob")
         auth = {"Authorization": f"Bearer {alice['access_token']}"}
@@ -117,36 +193,57 @@ async def run(messages: int) -> None:
             for i in range(messages):
                 start = time.perf_counter()
                 await a.post(path, headers=auth, json={"content": f"latency {i}"})
-                while json.loads(await ws.recv())["type"] != "message.created":
+                while (await next_frame(ws))["type"] != "message.created":
                     pass
                 latencies.append((time.perf_counter() - start) * 1000)
-            latencies.sort()
-            p50 = statistics.median(latencies)
-            p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-            print(
-                f"end-to-end A→B (POST → bob's WebSocket), {messages} sequential: "
-                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
-            )
+            if latencies:
+                print(
+                    f"end-to-end A→B (POST → bob's WebSocket), {messages} sequential: "
+                    f"p50 {statistics.median(latencies):.1f} ms, "
+                    f"p99 {percentile(latencies, 0.99):.1f} ms"
+                )
+            return await throughput(a, ws, path, auth, load, tag)
 
-            async def sender(n: int) -> None:
-                for i in range(n):
-                    await a.post(path, headers=auth, json={"content": f"load {i}"})
 
-            start = time.perf_counter()
-            senders = asyncio.gather(*(sender(messages // 8) for _ in range(8)))
-            received = 0
-            while received < (messages // 8) * 8:
-                if json.loads(await ws.recv())["type"] == "message.created":
-                    received += 1
-            await senders
-            elapsed = time.perf_counter() - start
-            print(
-                f"throughput A→B, 8 concurrent senders: {received / elapsed:.0f} messages/s "
-                f"({received} in {elapsed:.2f} s)"
-            )
+async def throughput(
+    a: httpx.AsyncClient, ws: Any, path: str, auth: dict[str, str], load: int, tag: str
+) -> tuple[float, float, float, int, float]:
+    """8 concurrent senders post ``load`` messages; ``(messages/s, p50 ms, p99 ms, n, s)``
+    from the first POST to the last arrival, latency from each POST to its arrival."""
+    posted: dict[str, float] = {}
+    per_sender = load // 8
+
+    async def sender(s: int) -> None:
+        for i in range(per_sender):
+            text = f"load {tag} {s} {i}"
+            posted[text] = time.perf_counter()
+            (await a.post(path, headers=auth, json={"content": text})).raise_for_status()
+
+    start = time.perf_counter()
+    senders = asyncio.gather(*(sender(s) for s in range(8)))
+    latencies: list[float] = []
+    async with asyncio.timeout(600):
+        while len(latencies) < per_sender * 8:
+            frame = await next_frame(ws)
+            if frame["type"] != "message.created":
+                continue
+            sent = posted.pop(frame["data"].get("content"), None)
+            if sent is not None:
+                latencies.append((time.perf_counter() - sent) * 1000)
+    await senders
+    elapsed = time.perf_counter() - start
+    return (
+        len(latencies) / elapsed,
+        statistics.median(latencies),
+        percentile(latencies, 0.99),
+        len(latencies),
+        elapsed,
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200)
-    asyncio.run(run(parser.parse_args().messages))
+    parser.add_argument("--load", type=int, default=1000)
+    args = parser.parse_args()
+    asyncio.run(run(args.messages, args.load))

@@ -169,6 +169,26 @@ class Settings(BaseSettings):
     delivery_probe_seconds: float = Field(
         default=600.0, description="How often a parked destination is probed."
     )
+    federation_batch_max_items: int = Field(
+        default=50,
+        ge=1,
+        le=500,
+        description="Most deliveries carried in one JSON-RPC batch request, sent and accepted "
+        "(the batch extension of the Agent Card); 1 turns batching off.",
+    )
+    federation_batch_max_bytes: int = Field(
+        default=512 * 1024,
+        ge=4096,
+        description="Largest JSON-RPC batch body sent or accepted, in bytes (never more than "
+        "CONFER_MAX_BODY_BYTES is accepted).",
+    )
+    federation_batch_concurrency: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Requests in flight at once to one destination; no two carry deliveries "
+        "of the same conversation.",
+    )
     a2a_push_max_configs_per_task: int = Field(
         default=10,
         gt=0,

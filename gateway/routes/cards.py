@@ -45,7 +45,10 @@ async def instance_card(request: Request, state: State) -> Response:
         ids = await store.list_public_agent_ids(conn)
         agents = [a for a in [await store.get_public_agent(conn, id=i) for i in ids] if a]
     max_age = state.settings.signature_max_age_seconds
-    return _cached(request, cards.instance_card(state.identity, agents, max_age=max_age))
+    card = cards.instance_card(
+        state.identity, agents, max_age=max_age, batch=cards.batch_limits(state.settings)
+    )
+    return _cached(request, card)
 
 
 @router.get(
@@ -57,7 +60,10 @@ async def agent_card(agent_id: str, request: Request, state: State) -> Response:
     """A2A 1.0 card of a public agent (its JSON-RPC interface, skills, auth)."""
     agent = await _public_agent(state, agent_id)
     max_age = state.settings.signature_max_age_seconds
-    return _cached(request, cards.agent_card(state.identity, agent, max_age=max_age))
+    card = cards.agent_card(
+        state.identity, agent, max_age=max_age, batch=cards.batch_limits(state.settings)
+    )
+    return _cached(request, card)
 
 
 @router.get(

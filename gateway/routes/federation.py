@@ -8,11 +8,17 @@ signing per RFC 9421 or stock A2A clients with a bearer API key. Authentication 
 ``-32700``/``-32600`` with HTTP 400 (the body is not a JSON-RPC request), the others with HTTP
 200 as A2A clients expect. On ``/a2a`` a message names its recipient by ``params.tenant`` (an
 agent id) or ``message.metadata.confer.recipient`` (a local DID).
+
+A signed peer may send a JSON-RPC 2.0 batch (an array of calls, :mod:`a2a.batch`), which this
+instance declares in its Agent Card: answered by the array of each call's response (HTTP 200),
+or by one ``-32600``/``-32700`` error with HTTP 400 when the array itself is refused (empty,
+too many calls, too large, unsigned, or batches off).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,7 +31,9 @@ from a2a.protocol import (
     JSONRPCError,
     ParseError,
     VersionNotSupportedError,
+    call_of,
     error_envelope,
+    parse_batch,
     parse_call,
     result_envelope,
 )
@@ -33,19 +41,26 @@ from gateway.a2a_callers import Caller
 from gateway.deps import State
 from gateway.errors import (
     ApiKeyScopeError,
+    ConferError,
     NotGroupMemberError,
     PeerBlockedError,
+    RateLimitedError,
     UnsupportedMediaTypeError,
 )
 from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
-from gateway.services import a2a_rpc
+from gateway.services import a2a_rpc, cards
 from gateway.services import federation as service
 from gateway.services.a2a_push import PushRules
 from gateway.services.tasks import Recipient
 from gateway.store import audit as audit_store
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["federation"])
+
+CALL_REFUSED_RPC_CODE = -32041
+"""The JSON-RPC error code of one batched call refused as a single request would be with a
+problem (an implementation-defined server error, JSON-RPC 2.0 §5.1)."""
 
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 _MEDIA_TYPES = ("application/json", "application/a2a+json")
@@ -115,51 +130,121 @@ async def _dispatch(
     if media_type not in _MEDIA_TYPES:
         raise UnsupportedMediaTypeError("send Content-Type: application/json")
     try:
-        rpc_id, name, params = parse_call(caller.body)
-    except (ParseError, InvalidRequestError) as exc:
-        return JSONResponse(error_envelope(None, exc), status_code=400)
-    try:
-        return await _call(state, caller, request, endpoint, rpc_id, name, params)
-    except (PeerBlockedError, ApiKeyScopeError, NotGroupMemberError) as exc:
+        if caller.body.lstrip()[:1] == b"[":
+            return await _dispatch_batch(state, caller, request, endpoint)
+        try:
+            rpc_id, name, params = parse_call(caller.body)
+        except (ParseError, InvalidRequestError) as exc:
+            return JSONResponse(error_envelope(None, exc), status_code=400)
+        ctx = _context(state, caller, request, await _admit(state, caller, endpoint))
+        try:
+            answer = await _run(state, ctx, request, rpc_id, name, params)
+        except JSONRPCError as exc:
+            return JSONResponse(error_envelope(rpc_id, exc))
+    except (PeerBlockedError, ApiKeyScopeError, NotGroupMemberError, RateLimitedError) as exc:
         # The door refused: at the endpoint's recipient below, or (on /a2a) at the recipient
         # the message names, inside the method. Either way the refusal writes nothing else.
         await audit_rejection(state, request, exc.code, exc.detail)
         raise
+    if isinstance(answer, dict):
+        return JSONResponse(answer)
+    return StreamingResponse(
+        _sse(rpc_id, answer), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
 
 
-async def _call(
+async def _admit(
+    state: State, caller: Caller, endpoint: tuple[str, str] | None
+) -> Recipient | None:
+    """Admit the caller to the endpoint's recipient (once per request: the methods admit only
+    a recipient a /a2a message names)."""
+    if endpoint is None:
+        return None
+    async with state.pool.acquire() as conn:
+        recipient = await service.resolve_recipient(conn, *endpoint)
+        await service.admit(conn, caller, recipient)
+    return recipient
+
+
+async def _run(
     state: State,
-    caller: Caller,
+    ctx: a2a_rpc.RpcContext,
     request: Request,
-    endpoint: tuple[str, str] | None,
     rpc_id: Any,
     name: str,
     params: Any,
+) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
+    """Run the method with its unparsed ``params``: the JSON-RPC response of a unary method,
+    the events of a streaming one. Raises JSONRPCError."""
+    version = _version(request)
+    if version not in SUPPORTED_VERSIONS:
+        raise VersionNotSupportedError(f"A2A version {version} is not supported; use 1.0")
+    unary, streaming = a2a_rpc.method(name)
+    if name not in ("SendMessage", "SendStreamingMessage"):  # those audit in the service
+        await _audit_call(state, ctx.caller, request, name, ctx.recipient)
+    if unary is not None:
+        return result_envelope(rpc_id, await unary(ctx, params))
+    assert streaming is not None
+    return await streaming(ctx, params)
+
+
+class CallRefusedError(JSONRPCError):
+    """One call of a batch refused the way a single request would be with a problem (a
+    blocked peer, an unknown recipient, ...): ``message`` starts with the problem's code."""
+
+    code, reason = CALL_REFUSED_RPC_CODE, "CALL_REFUSED"
+
+
+async def _dispatch_batch(
+    state: State, caller: Caller, request: Request, endpoint: tuple[str, str] | None
 ) -> Response:
-    """Admit the caller to the endpoint's recipient (once: the methods admit only a recipient
-    a /a2a message names), then run the method with its unparsed ``params``."""
-    recipient: Recipient | None = None
-    if endpoint is not None:
-        async with state.pool.acquire() as conn:
-            recipient = await service.resolve_recipient(conn, *endpoint)
-            await service.admit(conn, caller, recipient)
-    ctx = _context(state, caller, request, recipient)
+    """A JSON-RPC 2.0 batch (§6) from a signed peer (:mod:`a2a.batch`): bounded by
+    ``federation_batch_max_items`` calls and ``federation_batch_max_bytes``, the signature
+    verified once for the whole body, the peer's budget charged one unit per call, each call
+    checked and run on its own, in order; a bad call gets its own error in the answer."""
+    limits = cards.batch_limits(state.settings)
+    refusal = None
+    if caller.peer is None:
+        refusal = "Invalid Request: batches are accepted from signed Confer peers only"
+    elif limits is None:
+        refusal = "Invalid Request: this instance accepts no batches"
+    elif len(caller.body) > limits[1]:
+        refusal = f"Invalid Request: a batch body is at most {limits[1]} bytes"
     try:
-        version = _version(request)
-        if version not in SUPPORTED_VERSIONS:
-            raise VersionNotSupportedError(f"A2A version {version} is not supported; use 1.0")
-        unary, streaming = a2a_rpc.method(name)
-        if name not in ("SendMessage", "SendStreamingMessage"):  # those audit in the service
-            await _audit_call(state, caller, request, name, recipient)
-        if unary is not None:
-            return JSONResponse(result_envelope(rpc_id, await unary(ctx, params)))
-        assert streaming is not None
-        events = await streaming(ctx, params)
+        if refusal is not None:
+            raise InvalidRequestError(refusal)
+        assert limits is not None and caller.peer is not None
+        items = parse_batch(caller.body, limits[0])
+    except (ParseError, InvalidRequestError) as exc:
+        return JSONResponse(error_envelope(None, exc), status_code=400)
+    if state.peer_limits is not None and len(items) > 1:  # the request itself counted one
+        await state.peer_limits.check(caller.peer.peer.did, cost=len(items) - 1)
+    ctx = _context(state, caller, request, await _admit(state, caller, endpoint))
+    return JSONResponse([await _batch_call(state, ctx, request, item) for item in items])
+
+
+async def _batch_call(
+    state: State, ctx: a2a_rpc.RpcContext, request: Request, item: Any
+) -> dict[str, Any]:
+    """The JSON-RPC response to one element of a batch; never raises."""
+    try:
+        rpc_id, name, params = call_of(item)
+    except InvalidRequestError as exc:
+        return error_envelope(None, exc)
+    try:
+        if a2a_rpc.method(name)[0] is None:
+            raise InvalidRequestError("Invalid Request: a streaming method cannot be batched")
+        answer = await _run(state, ctx, request, rpc_id, name, params)
+        assert isinstance(answer, dict)
+        return answer
     except JSONRPCError as exc:
-        return JSONResponse(error_envelope(rpc_id, exc))
-    return StreamingResponse(
-        _sse(rpc_id, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-    )
+        return error_envelope(rpc_id, exc)
+    except ConferError as exc:
+        await audit_rejection(state, request, exc.wire_code, exc.detail)
+        return error_envelope(rpc_id, CallRefusedError(f"{exc.wire_code}: {exc.detail}"))
+    except Exception:  # a bug of ours must not fail the other calls; the peer retries
+        log.exception("batch call %r failed unexpectedly", rpc_id)
+        return error_envelope(rpc_id, JSONRPCError("Internal error"))
 
 
 _DOC: dict[int | str, dict[str, Any]] = {

@@ -2,7 +2,8 @@
 
 Cards speak A2A 1.0: ``supportedInterfaces`` (JSON-RPC, protocol version 1.0), skills, the
 bearer API-key scheme for stock clients, and Confer's RFC 9421 + did:web authentication
-declared as an extension in ``capabilities.extensions`` (A2A has no HTTP-signature scheme).
+declared as an extension in ``capabilities.extensions`` (A2A has no HTTP-signature scheme),
+beside Confer's JSON-RPC batch extension (:mod:`a2a.batch`) when batches are on.
 AgentFacts follow the agentfacts-format JSON Schema (required: id, agent_name, label,
 description, version, provider, endpoints, capabilities, skills). Strings stay ASCII-safe.
 """
@@ -14,9 +15,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from a2a.batch import batch_extension
 from a2a.protocol import JSONRPC_BINDING, PROTOCOL_VERSION
 from a2a.signatures import ALGORITHM, CONFER_TAG, DEFAULT_COMPONENTS
 from gateway.services.identity import Identity
+from gateway.settings import Settings
 from models import Agent
 
 CONFER_VERSION = "0.1.0"
@@ -41,6 +44,15 @@ def etag(document: dict[str, Any]) -> str:
 
 def _host(identity: Identity) -> str:
     return urlsplit(identity.public_url).netloc
+
+
+def batch_limits(settings: Settings) -> tuple[int, int] | None:
+    """``(maxItems, maxBytes)`` of the JSON-RPC batches this instance accepts (None when
+    batches are off: ``federation_batch_max_items`` 1)."""
+    if settings.federation_batch_max_items < 2:
+        return None
+    size = min(settings.federation_batch_max_bytes, settings.max_body_bytes)
+    return settings.federation_batch_max_items, size
 
 
 def signature_extension(identity: Identity, max_age: int) -> dict[str, Any]:
@@ -83,7 +95,11 @@ def _card(
     url: str,
     skills: list[dict[str, Any]],
     max_age: int,
+    batch: tuple[int, int] | None,
 ) -> dict[str, Any]:
+    extensions = [signature_extension(identity, max_age)]
+    if batch is not None:
+        extensions.append(batch_extension(*batch))
     return {
         "name": name,
         "description": description,
@@ -95,7 +111,7 @@ def _card(
         "capabilities": {
             "streaming": True,
             "pushNotifications": True,
-            "extensions": [signature_extension(identity, max_age)],
+            "extensions": extensions,
         },
         "securitySchemes": {
             API_KEY_SCHEME: {
@@ -112,8 +128,11 @@ def _card(
     }
 
 
-def agent_card(identity: Identity, agent: Agent, *, max_age: int) -> dict[str, Any]:
-    """The Agent Card of a public agent; its interface is ``/agents/{id}/a2a``."""
+def agent_card(
+    identity: Identity, agent: Agent, *, max_age: int, batch: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """The Agent Card of a public agent; its interface is ``/agents/{id}/a2a``. ``batch`` is
+    ``(maxItems, maxBytes)`` of the batch extension to declare (None: none)."""
     name = agent.name or f"Agent {agent.id}"
     return _card(
         identity,
@@ -122,11 +141,19 @@ def agent_card(identity: Identity, agent: Agent, *, max_age: int) -> dict[str, A
         url=identity.endpoint_for("agents", agent.id),
         skills=_skills(agent),
         max_age=max_age,
+        batch=batch,
     )
 
 
-def instance_card(identity: Identity, agents: list[Agent], *, max_age: int) -> dict[str, Any]:
-    """The instance's card: ``/a2a`` reaches any public agent, one skill per agent."""
+def instance_card(
+    identity: Identity,
+    agents: list[Agent],
+    *,
+    max_age: int,
+    batch: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """The instance's card: ``/a2a`` reaches any public agent, one skill per agent.
+    ``batch`` as for :func:`agent_card`."""
     skills = [
         dict(
             _RELAY,
@@ -150,6 +177,7 @@ def instance_card(identity: Identity, agents: list[Agent], *, max_age: int) -> d
         url=f"{identity.public_url}/a2a",
         skills=skills,
         max_age=max_age,
+        batch=batch,
     )
 
 

@@ -5,7 +5,7 @@ a :class:`~gateway.services.outbound.Change`): one outbox row per peer the origi
 an A2A ``SendMessage`` whose message has a fresh ``messageId`` and carries
 ``metadata.confer.edit = {"messageId": <original>, "version": <new version>}`` (the new text in
 its parts) or ``metadata.confer.delete = {"messageId": <original>}``. The durable outbox keeps
-per-destination order, so a change never overtakes the original.
+order per destination and conversation, so a change never overtakes the original.
 
 Inbound: the stored copy is found through the inbox row of (signing DID, original
 ``messageId``), so only the original sender can change it. Applying is idempotent: an edit whose

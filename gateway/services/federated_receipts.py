@@ -4,7 +4,8 @@ Outbound (in the read's transaction, :func:`gateway.services.outbound.queue_for_
 :class:`~gateway.services.outbound.Receipt`): for each peer whose messages the read reached,
 one outbox row — an A2A ``SendMessage`` with a fresh ``messageId``, signed as the reader, and
 ``metadata.confer.read = {"messageId": <the peer's id of its latest message read>}``. The
-durable outbox keeps per-destination order, so a receipt never overtakes the message it names.
+durable outbox keeps order per destination and conversation, so a receipt never overtakes the
+message it names.
 
 Inbound (:func:`apply_receipt`): the named message must be ours, sent by the addressed local
 user or agent, visible, in a conversation where the signing peer takes part; then the peer's

@@ -34,12 +34,13 @@ class PeerRateLimiter:
     def __init__(self, limiter: RateLimiter) -> None:
         self._limiter = limiter
 
-    async def check(self, peer_did: str) -> None:
-        """Count one request of ``peer_did``. Raises RateLimitedError (429, Retry-After)."""
+    async def check(self, peer_did: str, cost: int = 1) -> None:
+        """Count ``cost`` calls of ``peer_did`` (one request; a JSON-RPC batch's further
+        calls). Raises RateLimitedError (429, Retry-After)."""
         keys = ((PEER_DOMAIN, f"peer:{_domain(peer_did)}"), (PEER_AGENT, peer_did))
         for rule, key in keys:
             try:
-                await self._limiter.hit(rule, key)
+                await self._limiter.hit(rule, key, cost)
             except StorageError as exc:
                 log.warning("rate limit storage unavailable, not limiting: %s", exc)
                 return

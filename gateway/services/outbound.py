@@ -22,8 +22,8 @@ Each row's payload is an A2A ``SendMessage`` request built by :func:`a2a.confer.
 from a typed :class:`a2a.confer.ConferMetadata`, its content mapped onto parts by
 :mod:`gateway.services.a2a_content` (a ``file`` message adds a file part pointing at its
 attachment, with its declared size and SHA-256). The delivery worker
-(:mod:`gateway.workers.delivery`) signs and posts the rows, in order per destination, so a
-change never overtakes the message it changes.
+(:mod:`gateway.workers.delivery`) signs and posts the rows, in order per destination and
+conversation (the row's ``lane``), so a change never overtakes the message it changes.
 """
 
 from __future__ import annotations
@@ -187,6 +187,7 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
             message_id=message_id,
             payload=await _params(conn, item, d, shared),
             trace_context=trace or None,
+            lane=item.message.conversation_id if isinstance(item, Post) else item.conversation_id,
         )
     return len(destinations)
 
@@ -220,6 +221,7 @@ async def _queue_membership(conn: asyncpg.Connection, item: Membership) -> int:
                 confer=ConferMetadata(sender=item.home, conversation=state, membership=item.event),
                 parts=control_parts("membership"),
             ),
+            lane=item.conversation_id,
         )
     return len(instances)
 

@@ -12,6 +12,7 @@ is spent, a cached row is used even if stale.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,6 +84,13 @@ def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
 
 MAX_REMEMBERED_FAILURES = 10_000
 
+KEY_MEMO_SECONDS = 5.0
+"""How long a verified request's ``(peer, key)`` is reused from memory for the same ``keyid``
+(never past the peer's cache TTL): a busy peer costs no ``peer_agents`` read and no key
+parsing per request, and a change of the row (a rename) shows within seconds."""
+
+MAX_KEY_MEMOS = 10_000
+
 
 class LocalDocuments:
     """DID documents of this instance's own users and agents, built without any network call.
@@ -150,6 +158,7 @@ class PeerDirectory:
         self._refetch_interval = timedelta(seconds=refetch_interval)
         self._allow_http = allow_http
         self._locks = KeyedLocks()
+        self._keys: dict[str, tuple[float, PeerAgentRow, Ed25519PublicKey]] = {}
 
     async def resolve(self, did: str, *, force: bool = False) -> PeerAgentRow:
         """The peer for ``did``, fetched or revalidated when stale (or ``force``).
@@ -186,6 +195,7 @@ class PeerDirectory:
                 self._remember_failure(did, exc)
                 raise
             DID_RESOLUTIONS.labels("fetched").inc()
+            self._forget_keys(did, peer)
             return peer
 
     def _remember_failure(self, did: str, error: DIDError) -> None:
@@ -292,10 +302,39 @@ class PeerDirectory:
 
         Refetches the document once when the key is unknown (rotation), unless it was fetched
         less than ``refetch_interval`` ago. Raises DIDKeyError when the key stays unknown.
+        A found key is remembered for :data:`KEY_MEMO_SECONDS` (the federation policy is
+        applied every time).
         """
         did, fragment = split_did_url(keyid)
         if fragment is None:
             raise DIDKeyError(f"keyid {keyid!r} is not a DID URL with a fragment")
+        memo = self._keys.get(keyid)
+        if memo is not None:
+            when, peer, known = memo
+            fresh = self._clock.now() - peer.fetched_at < self._ttl
+            if fresh and time.monotonic() - when < KEY_MEMO_SECONDS:
+                if self._policy is not None:
+                    self._policy.check(did)
+                return peer, known
+            del self._keys[keyid]
+        peer, key = await self._authentication_key(did, keyid)
+        self._forget_keys(did, peer)
+        if len(self._keys) >= MAX_KEY_MEMOS:  # bounded under a flood of keyids
+            self._keys.clear()
+        self._keys[keyid] = time.monotonic(), peer, key
+        return peer, key
+
+    def _forget_keys(self, did: str, current: PeerAgentRow) -> None:
+        """Drop remembered keys of ``did`` taken from another version of its document than
+        ``current`` (a rotation removes a key at once in this process)."""
+        prefix = did + "#"
+        for keyid in [k for k, m in self._keys.items() if k.startswith(prefix)]:
+            if self._keys[keyid][1].fetched_at != current.fetched_at:
+                del self._keys[keyid]
+
+    async def _authentication_key(
+        self, did: str, keyid: str
+    ) -> tuple[PeerAgentRow, Ed25519PublicKey]:
         peer = await self.resolve(did)
         key = find_key(peer, keyid)
         if key is None and self._clock.now() - peer.fetched_at >= self._refetch_interval:

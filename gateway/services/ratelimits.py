@@ -64,21 +64,22 @@ class RateLimiter:
             DID_FETCH_DID: parse_many(settings.did_fetch_budget_did),
         }
 
-    async def hit(self, rule: str, key: str) -> None:
-        """Count one attempt for ``key`` under ``rule``. Raises RateLimitedError (429) when
-        any window of the rule is already full (the attempt is then not counted)."""
-        await self.check(rule, key)
-        await self.count(rule, key)
+    async def hit(self, rule: str, key: str, cost: int = 1) -> None:
+        """Count ``cost`` attempts for ``key`` under ``rule``. Raises RateLimitedError (429)
+        when any window of the rule has no room for them (nothing is then counted)."""
+        await self.check(rule, key, cost)
+        await self.count(rule, key, cost)
 
-    async def count(self, rule: str, key: str) -> None:
-        """Count one attempt for ``key`` under ``rule`` without refusing it."""
+    async def count(self, rule: str, key: str, cost: int = 1) -> None:
+        """Count ``cost`` attempts for ``key`` under ``rule`` without refusing them."""
         for item in self._rules[rule]:
-            await self._limiter.hit(item, rule, key)
+            await self._limiter.hit(item, rule, key, cost=cost)
 
-    async def check(self, rule: str, key: str) -> None:
-        """Raise RateLimitedError (429, ``Retry-After`` in s) if ``key`` is over ``rule``."""
+    async def check(self, rule: str, key: str, cost: int = 1) -> None:
+        """Raise RateLimitedError (429, ``Retry-After`` in s) if ``key`` has no room for
+        ``cost`` more attempts under ``rule``."""
         for item in self._rules[rule]:
-            if not await self._limiter.test(item, rule, key):
+            if not await self._limiter.test(item, rule, key, cost=cost):
                 stats = await self._limiter.get_window_stats(item, rule, key)
                 retry_after = max(1, math.ceil(stats.reset_time - time.time()))
                 raise RateLimitedError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -30,7 +30,7 @@ class OutboxRow:
 
 TRACE_CONTEXT_KEY = "_traceContext"
 """Where an outbox row keeps the W3C trace context of the request that queued it: a key of
-``payload_json`` beside the A2A params, never sent (``claim_due`` returns it apart)."""
+``payload_json`` beside the A2A params, never sent (``claim_batches`` returns it apart)."""
 
 
 async def insert_outbox(
@@ -43,19 +43,21 @@ async def insert_outbox(
     message_id: str | None,
     payload: dict[str, Any],
     trace_context: dict[str, str] | None = None,
+    lane: str | None = None,
 ) -> str:
     """Queue a delivery and wake the delivery workers (``NOTIFY confer_outbox``);
     ``message_id`` None for a delivery that is no message (a group's membership event).
 
     ``trace_context`` (``traceparent``, ``tracestate``) is kept with the row for the delivery's
-    span (:data:`TRACE_CONTEXT_KEY`)."""
+    span (:data:`TRACE_CONTEXT_KEY`). ``lane`` is the ordering key (the conversation id):
+    order holds per destination and lane (:mod:`gateway.store.outbox_batches`)."""
     outbox_id = new_id()
     if trace_context:
         payload = {**payload, TRACE_CONTEXT_KEY: trace_context}
     await conn.execute(
         """INSERT INTO federation_outbox
-             (id, destination, endpoint, sender_did, peer_id, message_id, payload_json)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)""",
+             (id, destination, endpoint, sender_did, peer_id, message_id, payload_json, lane)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
         outbox_id,
         destination,
         endpoint,
@@ -63,6 +65,7 @@ async def insert_outbox(
         peer_id,
         message_id,
         payload,
+        lane,
     )
     await conn.execute("SELECT pg_notify('confer_outbox', $1)", destination)
     return outbox_id
@@ -81,57 +84,6 @@ async def list_peer_destinations(
         conversation_id,
     )
     return records
-
-
-async def claim_due(
-    conn: asyncpg.Connection,
-    *,
-    now: datetime,
-    lease: timedelta,
-    limit: int,
-    probe_interval: timedelta = timedelta(minutes=10),
-) -> list[OutboxRow]:
-    """Lease the oldest pending delivery of each destination whose retry time has come.
-
-    Only the head of each destination's queue is eligible, so one request is in flight per
-    destination and deliveries to it keep their order. A lease that lapses (a crashed worker)
-    makes the row eligible again. A parked destination only gets a probe once per
-    ``probe_interval`` (its ``parked_at`` is moved on by each probe). ``limit`` counts due
-    heads only, so heads that are parked, leased or backing off never crowd out due ones.
-    The lease condition is checked again on the row itself: two workers never claim the same
-    row (READ COMMITTED re-evaluates it on the updated version).
-    """
-    records = await conn.fetch(
-        """WITH heads AS (
-             SELECT DISTINCT ON (destination) id, destination, next_attempt_at, leased_until
-             FROM federation_outbox
-             WHERE delivered_at IS NULL AND failed_at IS NULL
-             ORDER BY destination, id),
-           due AS (
-             SELECT h.id FROM heads h
-             WHERE h.next_attempt_at <= $1
-               AND (h.leased_until IS NULL OR h.leased_until < $1)
-               AND NOT EXISTS (SELECT 1 FROM federation_destinations d
-                               WHERE d.destination = h.destination
-                                 AND d.parked_at > $1 - $4::interval)
-             ORDER BY h.next_attempt_at LIMIT $3)
-           UPDATE federation_outbox o
-           SET leased_until = $1::timestamptz + $2::interval, attempts = o.attempts + 1
-           FROM due
-           WHERE o.id = due.id
-             AND (o.leased_until IS NULL OR o.leased_until < $1)
-             AND o.delivered_at IS NULL AND o.failed_at IS NULL
-           RETURNING o.id, o.destination, o.endpoint, o.sender_did, o.peer_id, o.message_id,
-                     o.payload_json - $5::text AS payload_json, o.attempts,
-                     o.payload_json -> $5::text AS trace_context,
-                     (SELECT p.did FROM peer_agents p WHERE p.id = o.peer_id) AS peer_did""",
-        now,
-        lease,
-        limit,
-        probe_interval,
-        TRACE_CONTEXT_KEY,
-    )
-    return [OutboxRow(**dict(r)) for r in records]
 
 
 async def mark_delivered(conn: asyncpg.Connection, *, id: str, now: datetime) -> None:
@@ -166,30 +118,6 @@ async def mark_failed(conn: asyncpg.Connection, *, id: str, now: datetime, error
         now,
         error[:1000],
     )
-
-
-async def next_due_at(
-    conn: asyncpg.Connection, *, probe_interval: timedelta = timedelta(minutes=10)
-) -> datetime | None:
-    """When :func:`claim_due` will next find work (None when nothing is pending).
-
-    Only each destination's head can be claimed, so only heads count: the earliest of their
-    retry times, pushed past a live lease, and for a parked destination past its next probe
-    (``parked_at + probe_interval``, the same rule as :func:`claim_due`). Rows queued behind a
-    head keep their original ``next_attempt_at`` and must not wake the worker.
-    """
-    value = await conn.fetchval(
-        """WITH heads AS (
-             SELECT DISTINCT ON (destination) destination, next_attempt_at, leased_until
-             FROM federation_outbox
-             WHERE delivered_at IS NULL AND failed_at IS NULL
-             ORDER BY destination, id)
-           SELECT MIN(GREATEST(h.next_attempt_at, h.leased_until,
-                               d.parked_at + $1::interval))
-           FROM heads h LEFT JOIN federation_destinations d ON d.destination = h.destination""",
-        probe_interval,
-    )
-    return value  # type: ignore[no-any-return]
 
 
 async def get_inbox(
@@ -338,6 +266,16 @@ async def clear_destination(conn: asyncpg.Connection, *, destination: str, now: 
     )
     await conn.execute("SELECT pg_notify('confer_outbox', $1)", destination)
     return True
+
+
+async def destination_unhealthy(conn: asyncpg.Connection, *, destination: str) -> bool:
+    """True when ``destination`` is failing or parked (what :func:`clear_destination` clears)."""
+    value = await conn.fetchval(
+        """SELECT 1 FROM federation_destinations
+           WHERE destination = $1 AND (failures > 0 OR parked_at IS NOT NULL)""",
+        destination,
+    )
+    return value is not None
 
 
 async def get_destination(conn: asyncpg.Connection, *, destination: str) -> dict[str, Any] | None:

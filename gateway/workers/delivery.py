@@ -1,10 +1,16 @@
-"""Outbound federation delivery: the durable outbox, one request in flight per destination.
+"""Outbound federation delivery: the durable outbox, in order per conversation.
 
-Rows are leased (``claim_due``) so several gateway processes can share the outbox; only the
-oldest pending row of each destination is eligible, which keeps per-destination order. A
-``NOTIFY confer_outbox`` from the sending transaction wakes the worker at once; otherwise it
-sleeps until the earliest due head of any destination (a parked one's until its next probe):
-rows waiting behind a head never wake it, so peers that are down cost nothing between attempts.
+Rows are leased (:func:`gateway.store.outbox_batches.claim_batches`) so several gateway
+processes can share the outbox. Order holds per destination and conversation (the row's
+``lane``): up to ``federation_batch_concurrency`` requests are in flight to one healthy
+destination, never two with rows of the same conversation, and a destination that declares
+Confer's batch extension (:mod:`a2a.batch`, read from its Agent Card at most every
+:data:`CARD_TTL` seconds) gets up to ``federation_batch_max_items`` rows in one JSON-RPC batch,
+signed once (:mod:`gateway.workers.delivery_plan` packs them). A failing or parked destination
+gets its oldest row only, one request at a time. A ``NOTIFY confer_outbox`` from the sending
+transaction, or a finished request, wakes the worker at once; otherwise it sleeps until the
+earliest claimable head (a parked destination's at its next probe): rows waiting behind a head
+never wake it, so peers that are down cost nothing between attempts.
 
 Every request (deliveries and parked-destination probes alike) goes through the process's
 ``did.outbound.OutboundPolicy``, the one DID resolution uses: the endpoint's host must resolve
@@ -27,6 +33,11 @@ Outcome of one attempt (Mastodon/Matrix practice, DESIGN "Lessons"); :func:`clas
   is not a JSON object (too large, not UTF-8, invalid JSON, an array, a string, a number), or a
   JSON-RPC ``error`` → failed for good.
 - anything else going wrong while sending (a bug) → logged, retry.
+- a batch: each call's own answer decides its row (:func:`a2a.batch.item_outcomes`: a
+  ``result`` → delivered, an ``error`` → failed, ``-32603`` or no answer → retry); an answer
+  that applies to the whole request (connection error, 401/408/429/5xx) applies to every row;
+  any other answer that is not a JSON array means the peer did not take the batch: every row
+  is retried and the destination is sent single requests until its card is read again.
 - a peer the instance federation policy refuses (checked before every attempt) → failed for
   good, nothing sent; the reason names the list entry.
 
@@ -47,7 +58,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import Counter
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -55,7 +69,7 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from a2a.confer import absolute_file_urls
+from a2a.batch import item_outcomes
 from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy, read_capped
 from did.resolver import parse_json_object
@@ -69,8 +83,11 @@ from gateway.services.identity import Identity
 from gateway.settings import Settings
 from gateway.store import audit as audit_store
 from gateway.store import federation as store
+from gateway.store import outbox_batches as batches_store
 from gateway.tracing import carrier_of, parent_context
+from gateway.workers.delivery_plan import Batch, batch_elements, json_or_none, plan, rpc_call
 from gateway.workers.draining import DrainingWorker
+from gateway.workers.peer_cards import PeerCards
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +96,10 @@ BACKOFF_BASE = 1.0
 BACKOFF_CAP = 600.0
 IDLE_WAIT = 5.0
 ANSWER_MAX_BYTES = 64 * 1024
+CLAIM_LIMIT = 500
+"""The most rows one claim leases (over every destination)."""
+MAX_REQUESTS_IN_FLIGHT = 64
+"""The most requests (and card reads) this process has in flight at once."""
 
 
 def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
@@ -132,7 +153,8 @@ class DeliveryWorker(DrainingWorker):
     ``policy`` is the outbound address policy (module docstring); the default one is on.
     With ``hub``, every recorded attempt reaches the sender's devices as a
     ``message.delivery_updated`` event (:mod:`gateway.services.deliveries`). With ``tracer``,
-    every attempt is a span (module docstring).
+    every request is a span (module docstring). Requests run as tasks of this worker; the
+    number in flight per destination is counted in this process.
     """
 
     channel = "confer_outbox"
@@ -155,30 +177,83 @@ class DeliveryWorker(DrainingWorker):
         self._federation = federation_policy
         self._tracer = tracer
         self._hub = hub
+        self._in_flight: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cards = PeerCards(client, self._policy, settings, pool, clock)
+
+    async def run(self) -> None:
+        """Drain until cancelled; requests still in flight are cancelled with it (their
+        leases lapse and the rows are sent again: receivers de-duplicate by ``messageId``)."""
+        try:
+            await super().run()
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def run_once(self) -> bool:
-        """Claim and attempt every due head-of-queue delivery; True when there were any."""
+        """Claim what may be sent now and start its requests; True when there was any."""
         self._wake.clear()
-        lease = timedelta(seconds=self._settings.outbound_timeout_seconds * 2 + 5)
+        if len(self._tasks) >= MAX_REQUESTS_IN_FLIGHT:
+            await self._wake.wait()  # a finished request wakes the worker
+            return True
+        settings = self._settings
+        lease = timedelta(seconds=settings.outbound_timeout_seconds * 2 + 5)
         async with self._pool.acquire() as conn:
-            rows = await store.claim_due(
+            claimed = await batches_store.claim_batches(
                 conn,
                 now=self._clock.now(),
                 lease=lease,
-                limit=50,
-                probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds),
+                probe_interval=timedelta(seconds=settings.delivery_probe_seconds),
+                max_items=settings.federation_batch_max_items,
+                concurrency=settings.federation_batch_concurrency,
+                in_flight=+self._in_flight,
+                limit=CLAIM_LIMIT,
             )
-        if rows:
-            await asyncio.gather(*(self._attempt(row) for row in rows))
-        return bool(rows)
+            free = {
+                c.row.destination: settings.federation_batch_concurrency
+                - self._in_flight[c.row.destination]
+                for c in claimed
+            }
+            planned, released = plan(claimed, free_slots=free)
+            await batches_store.release(conn, ids=released)
+        for batch in planned:
+            self._in_flight[batch.destination] += 1
+            self._start(self._send(batch))
+        if settings.federation_batch_max_items > 1:
+            for row in {c.row.destination: c.row for c in claimed}.values():
+                if self._cards.stale(row.destination):
+                    self._start(self._cards.refresh(row.destination, row.endpoint))
+        return bool(planned)
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def next_due_at(self) -> datetime | None:
-        """When the earliest head of any destination is due (a parked one's at its next
+        """When the earliest claimable row is due (a parked destination's at its next
         probe), or None."""
         async with self._pool.acquire() as conn:
-            return await store.next_due_at(
-                conn, probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds)
+            return await batches_store.next_due_at(
+                conn,
+                probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds),
+                concurrency=self._settings.federation_batch_concurrency,
+                in_flight=+self._in_flight,
             )
+
+    async def _send(self, batch: Batch) -> None:
+        """Send ``batch`` (one request), record every row's outcome, wake the worker."""
+        try:
+            if len(batch.rows) == 1:
+                await self._attempt(batch.rows[0])
+            else:
+                await self._attempt_batch(batch)
+        except Exception:  # e.g. the database while recording: the leases lapse, rows resent
+            log.exception("delivery to %s: the outcome was not recorded", batch.destination)
+        finally:
+            self._in_flight[batch.destination] -= 1
+            self.wake()
 
     async def _attempt(self, row: store.OutboxRow) -> None:
         span = self._start_span(row)
@@ -187,15 +262,38 @@ class DeliveryWorker(DrainingWorker):
         except Exception as exc:  # a bug of ours: keep the row, back off, keep the worker
             log.exception("delivery %s to %s failed unexpectedly", row.id, row.endpoint)
             outcome, reason, retry_after = "retry", f"internal error: {type(exc).__name__}", None
-        if span is not None:
-            span.set_attribute("confer.delivery.outcome", outcome)
-            if outcome != "delivered":
-                span.set_status(Status(StatusCode.ERROR, reason))
-            span.end()
-        await self._record(row, outcome, reason, retry_after)
+        self._end_span(span, outcome, reason)
+        await self._record([(row, outcome, reason)], retry_after)
 
-    def _start_span(self, row: store.OutboxRow) -> trace.Span | None:
-        """The attempt's ``CLIENT`` span, child of the request that queued ``row``."""
+    async def _attempt_batch(self, batch: Batch) -> None:
+        """One signed JSON-RPC batch for ``batch``'s rows (as many as fit its byte limit; the
+        rest are released unsent)."""
+        ours = self._settings.federation_batch_max_bytes
+        limit = min(batch.max_bytes or ours, ours)
+        elements, sent = batch_elements(batch.rows, self._identity.public_url, limit)
+        if len(sent) < len(batch.rows):
+            async with self._pool.acquire() as conn:
+                await batches_store.release(conn, ids=[r.id for r in batch.rows[len(sent) :]])
+        if len(sent) == 1:
+            await self._attempt(sent[0])
+            return
+        span = self._start_span(sent[0], len(sent))
+        try:
+            outcomes, retry_after = await self._post_batch(sent, elements, span)
+        except Exception as exc:  # a bug of ours: keep the rows, back off, keep the worker
+            log.exception("batch to %s failed unexpectedly", sent[0].endpoint)
+            reason = f"internal error: {type(exc).__name__}"
+            outcomes, retry_after = {r.id: ("retry", reason) for r in sent}, None
+        worst = next(
+            (o for o in ("retry", "failed") if any(v[0] == o for v in outcomes.values())),
+            "delivered",
+        )
+        self._end_span(span, worst, "see each delivery")
+        await self._record([(r, *outcomes[r.id]) for r in sent], retry_after)
+
+    def _start_span(self, row: store.OutboxRow, items: int = 1) -> trace.Span | None:
+        """The request's ``CLIENT`` span, child of the request that queued ``row`` (the
+        first of a batch)."""
         if self._tracer is None:
             return None
         url = urlsplit(row.endpoint)
@@ -210,8 +308,44 @@ class DeliveryWorker(DrainingWorker):
                 "server.address": url.hostname or "",
                 "server.port": url.port or (443 if url.scheme == "https" else 80),
                 "confer.delivery.attempt": row.attempts,
+                "confer.delivery.items": items,
             },
         )
+
+    @staticmethod
+    def _end_span(span: trace.Span | None, outcome: str, reason: str) -> None:
+        if span is None:
+            return
+        span.set_attribute("confer.delivery.outcome", outcome)
+        if outcome != "delivered":
+            span.set_status(Status(StatusCode.ERROR, reason))
+        span.end()
+
+    async def _exchange(
+        self, request: httpx.Request, endpoint: str, cap: int, span: trace.Span | None
+    ) -> tuple[httpx.Response, bytes | None] | tuple[str, str]:
+        """Post ``request`` under the outbound deadline: ``(response, body)`` (``body`` None
+        when over ``cap`` bytes), or ``("retry", reason)`` when no answer came."""
+        timeout = self._settings.outbound_timeout_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._policy.send(self._client, request)
+                try:
+                    body = await read_capped(response, cap)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            return "retry", f"no complete answer within {timeout:g} s"
+        except AddressRefusedError as exc:
+            log.warning("delivery to %s refused by the address policy: %s", endpoint, exc)
+            return "retry", f"refused by the outbound address policy: {exc.detail}"
+        except DIDResolutionError as exc:  # the host does not resolve
+            return "retry", exc.detail
+        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
+            return "retry", f"{type(exc).__name__}: {exc}"
+        if span is not None:
+            span.set_attribute("http.response.status_code", response.status_code)
+        return response, body
 
     async def _post(
         self, row: store.OutboxRow, span: trace.Span | None = None
@@ -220,29 +354,50 @@ class DeliveryWorker(DrainingWorker):
         refused = self._refusal(row)
         if refused is not None:
             return "failed", refused, None
-        timeout = self._settings.outbound_timeout_seconds
         trace_fields = carrier_of(span) if span is not None else {}
-        try:
-            async with asyncio.timeout(timeout):
-                request = self._request(row, trace_fields)
-                response = await self._policy.send(self._client, request)
-                try:
-                    body = await read_capped(response, ANSWER_MAX_BYTES)
-                finally:
-                    await response.aclose()
-        except TimeoutError:
-            return "retry", f"no complete answer within {timeout:g} s", None
-        except AddressRefusedError as exc:
-            log.warning("delivery to %s refused by the address policy: %s", row.endpoint, exc)
-            return "retry", f"refused by the outbound address policy: {exc.detail}", None
-        except DIDResolutionError as exc:  # the host does not resolve
-            return "retry", exc.detail, None
-        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
-            return "retry", f"{type(exc).__name__}: {exc}", None
-        if span is not None:
-            span.set_attribute("http.response.status_code", response.status_code)
-        outcome, reason = classify(response.status_code, body)
+        body = json.dumps(rpc_call(row, self._identity.public_url), separators=(",", ":"))
+        request = self._request(row, body.encode(), trace_fields)
+        answer = await self._exchange(request, row.endpoint, ANSWER_MAX_BYTES, span)
+        if isinstance(answer[0], str):
+            return answer[0], str(answer[1]), None
+        response, content = answer
+        assert isinstance(response, httpx.Response)
+        outcome, reason = classify(response.status_code, content)
         return outcome, reason, _retry_after(response.headers)
+
+    async def _post_batch(
+        self, rows: list[store.OutboxRow], elements: list[bytes], span: trace.Span | None
+    ) -> tuple[dict[str, tuple[str, str]], float | None]:
+        """Send ``rows`` as one batch; each row's ``(outcome, reason)`` and ``Retry-After``."""
+        outcomes: dict[str, tuple[str, str]] = {}
+        sendable: list[tuple[store.OutboxRow, bytes]] = []
+        for row, element in zip(rows, elements, strict=True):
+            refused = self._refusal(row)
+            if refused is not None:
+                outcomes[row.id] = "failed", refused
+            else:
+                sendable.append((row, element))
+        if not sendable:
+            return outcomes, None
+        trace_fields = carrier_of(span) if span is not None else {}
+        body = b"[" + b",".join(e for _, e in sendable) + b"]"
+        request = self._request(sendable[0][0], body, trace_fields)
+        cap = ANSWER_MAX_BYTES * len(sendable)
+        answer = await self._exchange(request, sendable[0][0].endpoint, cap, span)
+        ids = [r.id for r, _ in sendable]
+        if isinstance(answer[0], str):
+            return outcomes | {i: (answer[0], str(answer[1])) for i in ids}, None
+        response, content = answer
+        assert isinstance(response, httpx.Response)
+        status, retry_after = response.status_code, _retry_after(response.headers)
+        if status in (401, 408, 429) or status >= 500:
+            return outcomes | {i: ("retry", f"HTTP {status}") for i in ids}, retry_after
+        per_item = item_outcomes(json_or_none(content), ids) if 200 <= status < 300 else None
+        if per_item is None:  # the peer did not take it as a batch: single requests from now
+            await self._cards.forget(sendable[0][0].destination)
+            why = f"HTTP {status}: not answered as a batch; sending single requests"
+            return outcomes | {i: ("retry", why) for i in ids}, retry_after
+        return outcomes | per_item, retry_after
 
     def _refusal(self, row: store.OutboxRow) -> str | None:
         """Why the instance federation policy forbids this delivery, or None: it is checked at
@@ -255,20 +410,11 @@ class DeliveryWorker(DrainingWorker):
         return f"refused by this instance's federation policy: {verdict.reason}"
 
     def _request(
-        self, row: store.OutboxRow, trace_fields: dict[str, str] | None = None
+        self, row: store.OutboxRow, body: bytes, trace_fields: dict[str, str] | None = None
     ) -> httpx.Request:
-        """The signed ``SendMessage`` POST for ``row`` (RFC 9421 over its real URL); the
-        ``trace_fields`` (``traceparent``, ``tracestate``) are sent and signed too."""
-        body = json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": row.id,
-                "method": "SendMessage",
-                # a file part's path-only URL is on our public origin
-                "params": absolute_file_urls(row.payload_json, self._identity.public_url),
-            },
-            separators=(",", ":"),
-        ).encode()
+        """The signed POST of ``body`` to ``row``'s endpoint, signed by its sender (RFC 9421
+        over its real URL); the ``trace_fields`` (``traceparent``, ``tracestate``) are sent
+        and signed too."""
         headers = {
             "Content-Type": "application/json",
             "A2A-Version": A2A_VERSION,
@@ -288,64 +434,67 @@ class DeliveryWorker(DrainingWorker):
         )
         return request
 
-    async def _retry_or_park(
-        self,
-        conn: asyncpg.Connection,
-        row: store.OutboxRow,
-        reason: str,
-        retry_after: float | None,
-    ) -> tuple[str, str]:
-        """Schedule a retry, or park the destination when it keeps failing."""
-        now = self._clock.now()
-        failures = await store.record_destination_failure(
-            conn, destination=row.destination, now=now, error=reason
-        )
-        settings = self._settings
-        if failures >= settings.delivery_park_after_failures or (
-            row.attempts >= settings.delivery_max_attempts
-        ):
-            await store.park_destination(conn, destination=row.destination, now=now)
-            await store.mark_retry(conn, id=row.id, next_attempt_at=now, error=reason)
-            return "parked", reason
-        delay = backoff_seconds(row.attempts, retry_after)
-        await store.mark_retry(
-            conn, id=row.id, next_attempt_at=now + timedelta(seconds=delay), error=reason
-        )
-        return "retry", reason
-
     async def _record(
-        self, row: store.OutboxRow, outcome: str, reason: str, retry_after: float | None
+        self, results: list[tuple[store.OutboxRow, str, str]], retry_after: float | None
     ) -> None:
+        """Record the outcome of one request's rows, in one transaction: each row marked,
+        audited and announced; the destination cleared when the peer answered any row, else
+        one more failure counted (and parked when it keeps failing)."""
         now = self._clock.now()
+        settings = self._settings
         async with transaction(self._pool) as tx:
             conn = tx.conn
-            if outcome == "retry":
-                outcome, reason = await self._retry_or_park(conn, row, reason, retry_after)
-            elif outcome == "delivered":
-                await store.mark_delivered(conn, id=row.id, now=now)
-                await store.clear_destination(conn, destination=row.destination, now=now)
+            destination = results[0][0].destination
+            answered = any(outcome != "retry" for _, outcome, _ in results)
+            parked = False
+            if answered:
+                await store.clear_destination(conn, destination=destination, now=now)
             else:
-                await store.mark_failed(conn, id=row.id, now=now, error=reason)
-                await store.clear_destination(conn, destination=row.destination, now=now)
-            await audit_store.insert_audit(
-                conn,
-                action="federation.outbound",
-                details={
-                    "method": "SendMessage",
-                    "endpoint": row.endpoint,
-                    "message_id": row.message_id,
-                    "attempt": row.attempts,
-                    "outcome": outcome,
-                    "reason": reason,
-                },
-            )
-            if self._hub is not None:  # the event commits with the state it reports
-                await announce_delivery(tx, self._hub, row.id)
-        DELIVERIES.labels(outcome).inc()
+                failures = await store.record_destination_failure(
+                    conn, destination=destination, now=now, error=results[0][2]
+                )
+                parked = failures >= settings.delivery_park_after_failures or any(
+                    r.attempts >= settings.delivery_max_attempts for r, _, _ in results
+                )
+                if parked:
+                    await store.park_destination(conn, destination=destination, now=now)
+            for row, outcome, reason in results:
+                if outcome == "retry":
+                    delay = 0.0 if parked else backoff_seconds(row.attempts, retry_after)
+                    await store.mark_retry(
+                        conn,
+                        id=row.id,
+                        next_attempt_at=now + timedelta(seconds=delay),
+                        error=reason,
+                    )
+                    outcome = "parked" if parked else "retry"
+                elif outcome == "delivered":
+                    await store.mark_delivered(conn, id=row.id, now=now)
+                else:
+                    await store.mark_failed(conn, id=row.id, now=now, error=reason)
+                await audit_store.insert_audit(
+                    conn,
+                    action="federation.outbound",
+                    details={
+                        "method": "SendMessage",
+                        "endpoint": row.endpoint,
+                        "message_id": row.message_id,
+                        "attempt": row.attempts,
+                        "outcome": outcome,
+                        "reason": reason,
+                    },
+                )
+                if self._hub is not None:  # the event commits with the state it reports
+                    await announce_delivery(tx, self._hub, row.id)
+                DELIVERIES.labels(outcome).inc()
 
 
 async def resume_destination(pool: asyncpg.Pool, clock: Clock, endpoint: str) -> bool:
     """A peer reached us: unpark its destination and send what is queued for it now."""
     destination = urlsplit(endpoint).netloc.lower()
-    async with pool.acquire() as conn, conn.transaction():
-        return await store.clear_destination(conn, destination=destination, now=clock.now())
+    async with pool.acquire() as conn:
+        # Nearly always healthy: one read, no transaction, for every inbound request.
+        if not await store.destination_unhealthy(conn, destination=destination):
+            return False
+        async with conn.transaction():
+            return await store.clear_destination(conn, destination=destination, now=clock.now())

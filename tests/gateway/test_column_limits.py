@@ -73,6 +73,7 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
             ("federation_destinations", "destination"),
             ("federation_outbox", "destination"),
             ("federation_outbox", "sender_did"),
+            ("federation_outbox", "lane"),  # a conversation id
             ("instance_identity", "did"),
             ("instance_keys", "fragment"),
             ("instance_keys", "purpose"),

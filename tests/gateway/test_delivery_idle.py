@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from did.document import build_did_document
 from gateway.store import federation as store
+from gateway.store import outbox_batches
 from tests.did.httpserver import LoopbackServer, respond, respond_json
 from tests.gateway.harness import Instance, run_instance
 
@@ -119,16 +120,23 @@ async def test_peers_down_leave_the_instance_idle(make_database, pg_admin_dsn: s
 
 
 async def _due_heads_are_not_crowded_out(a: Instance, backoff: str) -> None:
-    """``claim_due``'s limit counts due heads only: the parked head (older) does not take the
+    """``claim_batches``' limit counts due heads only: the parked head (older) does not take the
     one slot from a head that is due. Rolled back, so the running worker never sees it."""
     async with a.state.pool.acquire() as conn:
         tx = conn.transaction()
         await tx.start()
         try:
             assert await store.clear_destination(conn, destination=backoff, now=a.state.clock.now())
-            claimed = await store.claim_due(
-                conn, now=a.state.clock.now(), lease=timedelta(seconds=30), limit=1
+            claimed = await outbox_batches.claim_batches(
+                conn,
+                now=a.state.clock.now(),
+                lease=timedelta(seconds=30),
+                probe_interval=timedelta(minutes=10),
+                max_items=50,
+                concurrency=4,
+                in_flight={},
+                limit=1,
             )
         finally:
             await tx.rollback()
-    assert [row.destination for row in claimed] == [backoff]
+    assert [c.row.destination for c in claimed] == [backoff]
