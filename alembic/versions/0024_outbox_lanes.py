@@ -8,16 +8,16 @@
   what the destination's Agent Card declares of the JSON-RPC batch extension
   (``urn:confer:a2a:ext:jsonrpc-batch:v1``; NULL: not declared) and when it was last read.
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0024
+Revises: 0023
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
