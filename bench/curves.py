@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.databases import admin_dsn, scratch_database  # noqa: E402
+from bench.databases import admin_dsn, held_connection, scratch_database  # noqa: E402
 from bench.fanout import (  # noqa: E402
     SERVER,
     free_port,
@@ -175,14 +175,15 @@ def bearer(user: dict[str, Any]) -> dict[str, str]:
 async def send_latencies(
     client: httpx.AsyncClient, user: dict[str, Any], cid: str, rounds: int
 ) -> list[float]:
-    """``rounds`` sequential sends by ``user`` into ``cid``, each POST → 201 in ms."""
+    """``rounds`` sequential sends by ``user`` into ``cid``, each POST → 201 in ms, after one
+    unmeasured send (the first into a conversation warms caches and statement plans)."""
     path = f"/v1/conversations/{cid}/messages"
     latencies = []
-    for i in range(rounds):
+    for i in range(-1, rounds):
         body = {"content": f"c{i}"}
         post = functools.partial(client.post, path, json=body, headers=bearer(user))
         latencies.append(await timed_ms(post))
-    return latencies
+    return latencies[1:]
 
 
 async def new_group(client: httpx.AsyncClient, owner: dict[str, Any], dids: list[str]) -> str:
@@ -231,18 +232,14 @@ FROM made, conversation_participants AS p WHERE p.conversation_id = $1
 """
 
 
-async def seed(database_url: str, sql: str, *args: Any) -> float:
+async def seed(conn: asyncpg.Connection, sql: str, *args: Any) -> float:
     """Run one seeding statement with triggers off (search indexing); seconds it took."""
-    conn = await asyncpg.connect(database_url)
-    try:
-        start = time.perf_counter()
-        async with conn.transaction():
-            await conn.execute("SET LOCAL session_replication_role = replica")
-            await conn.execute(sql, *args)
-        await conn.execute("ANALYZE messages, conversations, conversation_participants")
-        return time.perf_counter() - start
-    finally:
-        await conn.close()
+    start = time.perf_counter()
+    async with conn.transaction():
+        await conn.execute("SET LOCAL session_replication_role = replica")
+        await conn.execute(sql, *args)
+    await conn.execute("ANALYZE messages, conversations, conversation_participants")
+    return time.perf_counter() - start
 
 
 # ---- the curves ---------------------------------------------------------------------------
@@ -265,14 +262,17 @@ async def curve_stored(
     base: str, database_url: str, users: list[dict[str, Any]], steps: list[int], rounds: int
 ) -> list[list[Any]]:
     rows = []
-    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+    async with (
+        held_connection(database_url) as conn,
+        httpx.AsyncClient(base_url=base, timeout=60) as client,
+    ):
         cid = await new_direct(client, users[0], users[1]["user"]["did"])
         await send_latencies(client, users[0], cid, 1)  # the row seeding copies
         stored = 0
         for n in steps:
             took = 0.0
             if n > stored:
-                took = await seed(database_url, SEED_MESSAGES, cid, stored, n - stored)
+                took = await seed(conn, SEED_MESSAGES, cid, stored, n - stored)
                 stored = n
             p50, p99 = p50_p99(await send_latencies(client, users[0], cid, rounds))
             rows.append([n, p50, p99, took])
@@ -288,12 +288,15 @@ async def curve_conversations(
 ) -> list[list[Any]]:
     rows = []
     owner, other = users[2], users[3]
-    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+    async with (
+        held_connection(database_url) as conn,
+        httpx.AsyncClient(base_url=base, timeout=60) as client,
+    ):
         cid = await new_group(client, owner, [other["user"]["did"]])
         have = 1
         for n in steps:
             if n > have:
-                await seed(database_url, SEED_CONVERSATIONS, cid, have, n - have)
+                await seed(conn, SEED_CONVERSATIONS, cid, have, n - have)
                 have = n
             send50, send99 = p50_p99(await send_latencies(client, owner, cid, rounds))
             listing = [
@@ -381,7 +384,9 @@ async def curve_peers(admin: str, steps: list[int], rounds: int) -> list[list[An
             for i in range(wanted + 1):  # started one by one: a loaded machine, few slots
                 await start(i)
         except (OSError, RuntimeError, asyncpg.PostgresError) as exc:
-            print(f"  peers: started {len(bases) - 1} of {wanted} ({exc})", flush=True)
+            print(f"  peers: started {max(0, len(bases) - 1)} of {wanted} ({exc})", flush=True)
+        if len(bases) < 2:
+            return []
         reached = [n for n in steps if n <= len(bases) - 1]
         rows = []
         origin, owner = bases[0], people[0]
@@ -555,13 +560,25 @@ def report(curve: str, rows: list[list[Any]]) -> None:
     print(flush=True)
 
 
+async def measured(curve: str, run: Awaitable[list[list[Any]]]) -> None:
+    """Run one curve, then print its table and draw its PNG at once (a later curve that this
+    machine cannot run does not take the earlier ones with it); a failure is printed."""
+    print(f"{curve}:", flush=True)
+    try:
+        rows = await run
+    except (OSError, RuntimeError, TimeoutError, httpx.HTTPError, asyncpg.PostgresError) as exc:
+        print(f"  {curve}: not measured ({type(exc).__name__}: {exc})", flush=True)
+        return
+    print()
+    report(curve, rows)
+
+
 async def main(args: argparse.Namespace) -> None:
     defaults = QUICK if args.quick else FULL
     steps = {name: getattr(args, name) or defaults[name] for name in FULL}
     rounds = args.rounds or (10 if args.quick else 50)
     only = args.only.split(",") if args.only else list(CURVES)
     admin = await asyncio.to_thread(admin_dsn)
-    results: dict[str, list[list[Any]]] = {}
     single = [c for c in ("members", "stored", "conversations", "sockets") if c in only]
     if single:
         async with scratch_database(admin) as url:
@@ -582,27 +599,20 @@ async def main(args: argparse.Namespace) -> None:
             async with process(SERVER, env=server_env(url, port)):
                 base = f"http://127.0.0.1:{port}"
                 await healthy(base)
+                runs = {
+                    "members": lambda: curve_members(base, users, steps["members"], rounds),
+                    "stored": lambda: curve_stored(base, url, users, steps["stored"], rounds),
+                    "conversations": lambda: curve_conversations(
+                        base, url, users, steps["conversations"], rounds
+                    ),
+                    "sockets": lambda: curve_sockets(base, users, steps["sockets"], rounds),
+                }
                 for curve in single:
-                    print(f"{curve}:", flush=True)
-                    if curve == "members":
-                        results[curve] = await curve_members(base, users, steps[curve], rounds)
-                    elif curve == "stored":
-                        results[curve] = await curve_stored(base, url, users, steps[curve], rounds)
-                    elif curve == "conversations":
-                        results[curve] = await curve_conversations(
-                            base, url, users, steps[curve], rounds
-                        )
-                    else:
-                        results[curve] = await curve_sockets(base, users, steps[curve], rounds)
+                    await measured(curve, runs[curve]())
     if "peers" in only:
-        print("peers:", flush=True)
-        results["peers"] = await curve_peers(admin, steps["peers"], rounds)
+        await measured("peers", curve_peers(admin, steps["peers"], rounds))
     if "nats" in only:
-        print("nats:", flush=True)
-        results["nats"] = await curve_nats(admin, rounds)
-    print()
-    for curve in CURVES:
-        report(curve, results.get(curve, []))
+        await measured("nats", curve_nats(admin, rounds))
 
 
 def step_list(text: str) -> list[int]:

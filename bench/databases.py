@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,6 +36,25 @@ def admin_dsn() -> str:
 
 
 @contextlib.asynccontextmanager
+async def held_connection(url: str, within: float = 120.0) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to ``url``, closed at exit: benches hold one for their whole run (a shared
+    server may have no free slot later), waiting up to ``within`` seconds while it has none."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            conn = await asyncpg.connect(url)
+            break
+        except asyncpg.TooManyConnectionsError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@contextlib.asynccontextmanager
 async def scratch_database(admin: str, *, template: str | None = None) -> AsyncIterator[str]:
     """A new database on ``admin``'s server, migrated to the newest revision (or copied from
     the database ``template`` names: a file copy, much faster than migrating each one); its
@@ -43,8 +63,7 @@ async def scratch_database(admin: str, *, template: str | None = None) -> AsyncI
     from gateway.embedded import with_database
 
     name = f"confer_bench_{uuid.uuid4().hex[:8]}"
-    conn = await asyncpg.connect(admin)
-    try:
+    async with held_connection(admin) as conn:
         if template is None:
             await conn.execute(f'CREATE DATABASE "{name}"')
         else:
@@ -57,5 +76,3 @@ async def scratch_database(admin: str, *, template: str | None = None) -> AsyncI
             yield url
         finally:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()

@@ -54,7 +54,12 @@ def draw(
     for label, ys in series.items():
         axes.plot(list(xs), list(ys), marker="o", label=label)
     if logx and min(xs) > 0:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
         axes.set_xscale("log")
+        axes.set_xticks(list(xs))  # the steps themselves, written out: 1,000 not 10^3
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        axes.xaxis.set_minor_formatter(NullFormatter())
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
