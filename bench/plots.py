@@ -38,9 +38,11 @@ def draw(
     *,
     ylabel: str = "milliseconds",
     logx: bool = True,
+    categories: Sequence[str] | None = None,
 ) -> Path | None:
-    """Plot each of ``series`` (label → one y per x) against ``xs`` into ``bench/out/NAME.png``;
-    return its path, or None (with a printed reason) when matplotlib is not installed."""
+    """Plot each of ``series`` (label → one y per x) against ``xs`` into ``bench/out/NAME.png``
+    (``categories``: names written under the xs instead of numbers); return its path, or None
+    (with a printed reason) when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -60,6 +62,9 @@ def draw(
         axes.set_xticks(list(xs))  # the steps themselves, written out: 1,000 not 10^3
         axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
         axes.xaxis.set_minor_formatter(NullFormatter())
+    if categories is not None:
+        axes.set_xticks(list(xs), list(categories))
+        axes.set_xmargin(0.2)
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
