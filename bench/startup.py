@@ -83,15 +83,20 @@ async def start_once(checkout: Path, database_url: str) -> tuple[float, float]:
     )
     url = f"http://127.0.0.1:{port}/healthz"
     started = time.perf_counter()
+    log = tempfile.TemporaryFile()  # the server's output: the table stays readable
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "serve", env=env, cwd=checkout
+        sys.executable, "-m", "gateway", "serve", env=env, cwd=checkout, stdout=log, stderr=log
     )
     try:
         async with httpx.AsyncClient(timeout=2) as client:
             deadline = started + 120
             while time.perf_counter() < deadline:
                 if proc.returncode is not None:
-                    raise RuntimeError(f"confer serve in {checkout} exited {proc.returncode}")
+                    log.seek(0)
+                    tail = log.read()[-2000:].decode(errors="replace")
+                    raise RuntimeError(
+                        f"confer serve in {checkout} exited {proc.returncode}: {tail}"
+                    )
                 try:
                     if (await client.get(url)).status_code == 200:
                         return time.perf_counter() - started, cpu_seconds(proc.pid)
@@ -107,6 +112,7 @@ async def start_once(checkout: Path, database_url: str) -> tuple[float, float]:
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+        log.close()
 
 
 async def main(runs: int, checkouts: dict[str, Path]) -> None:
