@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 WEB    := gateway/static/index.html
 
-.PHONY: run test lint demo bench bench-synapse migrate clean web venv-check
+.PHONY: run test lint demo bench bench-synapse curves migrate clean web venv-check
 
 # The install heals itself: an interrupted first `make run` (say, during pip's self-upgrade,
 # which uninstalls the old pip before the new one is in place) leaves a venv whose pip does not
@@ -60,16 +60,29 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/confer demo
 
-bench: $(STAMP)
+# The benches' own extra (matplotlib, for bench/out/*.png), installed once beside the venv's.
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+## Every bench to the end with its default settings; the scaling curves in their quick form.
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/roundtrip.py
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/fanout.py
 	$(BIN)/python bench/concepts.py
+	$(BIN)/python bench/curves.py --quick
+
+## The scaling curves at full size (up to 1,000,000 stored messages, 10,000 sockets, 20 peers).
+curves: $(BENCH_STAMP)
+	$(BIN)/python bench/curves.py
 
 ## Synapse beside Confer, alternately, on fresh clusters (docs/benchmarks.md). Not part of
 ## `make bench`: the first run installs Synapse into its own venv, .bench/synapse-venv.
-bench-synapse: $(STAMP)
+bench-synapse: $(BENCH_STAMP)
 	$(BIN)/python bench/synapse_side_by_side.py $(ARGS)
 
 migrate: $(STAMP)

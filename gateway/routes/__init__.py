@@ -29,11 +29,13 @@ _DESCRIPTIONS = {
 def problems(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for error statuses, each an RFC 9457 ``ProblemDetails``.
 
-    ``descriptions`` override the default text per status, keyed ``s404="…"``.
+    ``descriptions`` override the default text per status, keyed ``s404="…"``. The entries
+    name no ``model``: :func:`document_problems` gives each its schema in the finished
+    document, and FastAPI would otherwise build a pydantic field per route and status at
+    import (most of the time it takes to register the routes).
     """
     return {
         status: {
-            "model": ProblemDetails,
             "description": descriptions.get(f"s{status}", _DESCRIPTIONS[status]),
             "content": {PROBLEM_JSON: {}},
         }

@@ -16,13 +16,16 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from urllib.parse import urlsplit
 
-import aiosmtplib
-
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
-MailError = (aiosmtplib.SMTPException, OSError, TimeoutError)
+
+class MailRefusedError(Exception):
+    """The SMTP server refused the message (or the session), e.g. no STARTTLS offered."""
+
+
+MailError = (MailRefusedError, OSError, TimeoutError)
 """What a failed send raises: the SMTP server refused, or could not be reached in time."""
 
 
@@ -57,16 +60,23 @@ class Mailer:
         s = self._settings
         if not s.smtp_host:
             raise RuntimeError("no SMTP server configured")
-        await aiosmtplib.send(
-            self.message(to, subject, text),
-            hostname=s.smtp_host,
-            port=s.smtp_port,
-            username=s.smtp_username,
-            password=s.smtp_password,
-            use_tls=s.smtp_tls == "tls",
-            start_tls=s.smtp_tls == "starttls",
-            timeout=s.smtp_timeout_seconds,
-        )
+        import aiosmtplib  # on first use: serving without mail never loads it
+
+        try:
+            await aiosmtplib.send(
+                self.message(to, subject, text),
+                hostname=s.smtp_host,
+                port=s.smtp_port,
+                username=s.smtp_username,
+                password=s.smtp_password,
+                use_tls=s.smtp_tls == "tls",
+                start_tls=s.smtp_tls == "starttls",
+                timeout=s.smtp_timeout_seconds,
+            )
+        except aiosmtplib.SMTPException as exc:
+            if isinstance(exc, OSError | TimeoutError):
+                raise  # aiosmtplib's connect and timeout errors are these already
+            raise MailRefusedError(str(exc)) from exc
 
     def send_soon(self, to: str, subject: str, text: str) -> None:
         """Send in the background; a failure is logged, never raised to the caller."""

@@ -4,12 +4,17 @@ Defaults are RFC 9106 §4's second recommended option (t=3, m=64 MiB, p=4), conf
 ``CONFER_ARGON2_*``. At most ``argon2_max_concurrency`` hashes run at once, so a burst of
 logins cannot take 64 MiB × N of memory. ``verify`` always does one full argon2 verification —
 against a dummy hash of the same parameters when the account does not exist or is deleted — so
-"no such user" and "wrong password" cost the same time.
+"no such user" and "wrong password" cost the same time. The dummy is a well-formed PHC string
+with random salt and digest (RFC 9106 §3.1 parameters of the hasher), not a hash the server
+computes: verifying it costs one full argon2 computation like any other, and start-up does not
+spend one on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from dataclasses import dataclass
 
 from argon2 import PasswordHasher, Type
@@ -37,7 +42,7 @@ class Passwords:
             type=Type.ID,
         )
         self._slots = asyncio.Semaphore(settings.argon2_max_concurrency)
-        self._dummy_hash = self.hasher.hash("confer-dummy-password")
+        self._dummy_hash = dummy_hash(self.hasher)
 
     @property
     def parameters(self) -> dict[str, int]:
@@ -68,3 +73,16 @@ class Passwords:
             return self.hasher.verify(stored_hash, password)
         except (VerificationError, InvalidHashError):
             return False
+
+
+def dummy_hash(hasher: PasswordHasher) -> str:
+    """A PHC-format argon2id string with ``hasher``'s parameters, a random salt and a random
+    digest: no password verifies against it, and checking one costs what a real one does."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode().rstrip("=")  # PHC: standard alphabet, no padding
+
+    return (
+        f"$argon2id$v=19$m={hasher.memory_cost},t={hasher.time_cost},p={hasher.parallelism}"
+        f"${b64(os.urandom(hasher.salt_len))}${b64(os.urandom(hasher.hash_len))}"
+    )

@@ -2,8 +2,9 @@
 
 Email addresses are checked with ``email-validator`` (syntax only, RFC 5322/6531; no DNS) and
 stored lower-cased so that uniqueness ignores case. Phone numbers are parsed with
-``phonenumbers`` (libphonenumber), must be written in international form and are stored as
-E.164 (ITU-T E.164, at most 15 digits). Preferences are merged, then validated whole against
+``phonenumbers`` (libphonenumber, imported on first use: its metadata takes a noticeable share
+of start-up), must be written in international form and are stored as E.164 (ITU-T E.164, at
+most 15 digits). Preferences are merged, then validated whole against
 ``UserPreferences``.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import phonenumbers
 from email_validator import EmailNotValidError, validate_email
 
 from gateway.clock import Clock
@@ -36,6 +36,8 @@ def normalise_email(value: str) -> str:
 
 def normalise_phone(value: str) -> str:
     """``+34 612 34 56 78`` → ``+34612345678`` (E.164). Raises FieldInvalidError (422)."""
+    import phonenumbers
+
     try:
         number = phonenumbers.parse(value, None)
     except phonenumbers.NumberParseException as exc:
