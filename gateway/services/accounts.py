@@ -108,7 +108,8 @@ class Accounts:
         self._settings = settings
         self.passwords = Passwords(settings)
         self.limiter = limiter or RateLimiter(settings)
-        self.session_cache = SessionCache(settings.auth_cache_seconds)
+        # the injected clock, so a test that moves time on sees entries expire with it
+        self.session_cache = SessionCache(settings.auth_cache_seconds, clock=clock.time)
         self.sessions = DeviceSessions(pool, identity, clock, settings, self.session_cache)
 
     @property

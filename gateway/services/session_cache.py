@@ -35,7 +35,7 @@ CHANNEL = "confer_sessions"
 
 class SessionCache:
     """Session id → (its user, valid until), for at most ``size`` sessions; off until
-    :meth:`listening` says the invalidations are heard. ``clock`` is monotonic seconds."""
+    :meth:`listening` says the invalidations are heard. ``clock`` gives seconds."""
 
     def __init__(
         self, seconds: float, *, size: int = 10_000, clock: Callable[[], float] = time.monotonic
