@@ -87,6 +87,15 @@ class PostOutcome:
     message: Message | None = None
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_NEXT_AFTER = (
+    "(left(rtrim({ulid}, 'Z'), -1)"
+    f" || substr('{_CROCKFORD}', strpos('{_CROCKFORD}', right(rtrim({{ulid}}, 'Z'), 1)) + 1, 1)"
+    " || repeat('0', 26 - length(rtrim({ulid}, 'Z'))))"
+)
+"""SQL for :func:`gateway.ids.next_after` of the ULID text ``{ulid}``: the last digit that is
+not ``Z`` goes one up, the ``Z``s after it become ``0``."""
+
 _POST = f"""
 WITH conv AS (
   SELECT c.id, c.type, c.name, c.created_by, c.created_at, c.updated_at, c.archived_at,
@@ -106,14 +115,16 @@ WITH conv AS (
 ), head AS (
   INSERT INTO conversation_heads AS h (conversation_id, last_message_id)
   SELECT id, $1 FROM allowed
-  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = EXCLUDED.last_message_id
-  WHERE h.last_message_id < EXCLUDED.last_message_id
+  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = CASE
+    WHEN h.last_message_id < EXCLUDED.last_message_id THEN EXCLUDED.last_message_id
+    ELSE {_NEXT_AFTER.format(ulid="h.last_message_id::text")}::char(26) END
   RETURNING last_message_id
 ), stored AS (
   INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
                         content_type, content, content_json, in_reply_to,
                         thread_root, via, citations_json, language, translation_json)
-  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, (SELECT root FROM reply), $10, $11, $12, $13
+  SELECT head.last_message_id, $2, $3, $4, $5, $6, $7, $8, $9, (SELECT root FROM reply),
+         $10, $11, $12, $13
   FROM head
   RETURNING {COLUMNS}
 ), touched AS (
@@ -151,9 +162,10 @@ async def insert_post(
     observer, the conversation open, ``in_reply_to`` one of its visible messages), claim
     ``id`` on the conversation's head, insert the message and bump ``updated_at``.
 
-    ``id`` is a candidate: when the conversation already holds an id not below it (another
-    process in the same millisecond, a clock stepped back) the statement runs once more with
-    the id right after the head's, so ids follow commit order within a conversation.
+    ``id`` is a candidate: when the conversation's head (read under the lock, so current)
+    is not below it (another post while this one waited for the lock, a clock stepped back)
+    the message gets the id right after the head's instead, so ids follow commit order
+    within a conversation.
     Nothing is written when the outcome refuses the post.
     """
     args = (
@@ -171,12 +183,6 @@ async def insert_post(
         translation,
     )
     record = await conn.fetchrow(_POST, id, *args)
-    # The head is read at or past the candidate at most twice: the first statement may see a
-    # head from before it waited for the lock, the second runs under the lock and sees it now.
-    for _ in range(2):
-        if record is None or record["id"] is not None or not _may_post(record):
-            break
-        record = await conn.fetchrow(_POST, next_after(max(id, record["c_head"] or id)), *args)
     if record is None:
         return PostOutcome(None)
     conversation = ConversationRow.model_validate({k[2:]: record[k] for k in _CONVERSATION_FIELDS})
@@ -187,12 +193,6 @@ async def insert_post(
         archived=record["c_archived_at"] is not None,
         reply_ok=record["c_reply_ok"],
         message=message_from_record(stored) if record["id"] is not None else None,
-    )
-
-
-def _may_post(record: asyncpg.Record) -> bool:
-    return bool(
-        record["c_archived_at"] is None and record["c_role"] != "observer" and record["c_reply_ok"]
     )
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import asyncpg
 import httpx
 import pytest
 
+from gateway.ids import new_id, next_after
+from gateway.store.messages import _NEXT_AFTER
 from tests.gateway.harness import Instance, User, run_instance
 from tests.gateway.statements import counting
 
@@ -83,3 +86,15 @@ async def test_the_counter_sees_every_statement_of_a_request(instance: Instance)
     statements = await _statements(instance, alice, cid)
     assert any("INSERT INTO messages" in s for s in statements)
     assert any("INSERT INTO user_events" in s for s in statements)
+
+
+async def test_the_head_claims_the_id_after_its_own_in_sql(database_url: str) -> None:
+    """The statement's ULID increment (when the head is not below a candidate) is
+    :func:`gateway.ids.next_after`, carries included."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        for value in [new_id(), "01HZX3Y4Z5A6B7C8D9E0F1G2HZ", "01HZX3Y4Z5A6B7C8D9E0F1GZZZ"]:
+            sql = "SELECT " + _NEXT_AFTER.format(ulid="$1::text")
+            assert await conn.fetchval(sql, value) == next_after(value)
+    finally:
+        await conn.close()
