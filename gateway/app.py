@@ -83,6 +83,7 @@ from gateway.services.oauth_clients import ClientDirectory
 from gateway.services.password_reset import PasswordResets
 from gateway.services.peers import LocalDocuments, PeerDirectory
 from gateway.services.push import WebPushSender, load_vapid_key, vapid_subject
+from gateway.services.session_cache import run_session_listener
 from gateway.services.signals import Signals
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
@@ -293,6 +294,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 (
                     "federation-policy",
                     lambda: run_policy_listener(pool, federation_policy),
+                ),
+                (
+                    "session-cache",
+                    lambda: run_session_listener(pool, accounts.session_cache, check_seconds=30.0),
                 ),
                 (
                     "attachment-fetch",

@@ -43,6 +43,18 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _reset_connection(conn: asyncpg.Connection) -> None:
+    """Return a connection to the pool as it is: a pool connection carries no session state.
+
+    asyncpg's default reset sends ``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL`` on every release, one more round trip per request. Confer keeps what that
+    would undo off the pool: ``LISTEN`` and session advisory locks live on
+    :meth:`Pool.connect_direct` connections, cursors and advisory locks of a request are
+    transaction-scoped, and no pool connection runs ``SET`` outside ``SET LOCAL``. asyncpg
+    still rolls back a transaction left open before calling this.
+    """
+
+
 class _Acquire:
     """asyncpg's acquire context, with its timeout reported as :class:`DatabaseBusyError`."""
 
@@ -151,6 +163,7 @@ async def create_pool(
         max_queries=50000,
         max_inactive_connection_lifetime=300.0,
         init=_init_connection,
+        reset=_reset_connection,
         loop=None,
         connection_class=asyncpg.Connection,
         record_class=asyncpg.Record,

@@ -447,6 +447,14 @@ class Settings(BaseSettings):
         description="How often the concept memory's weights decay and faded concepts turn"
         " dormant or archived (gateway/workers/concept_decay.py).",
     )
+    auth_cache_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="How long a process trusts a device session it checked, so a request "
+        "authenticates without the database (0 = check every request). Revocation stays exact: "
+        "ended sessions are announced to every process (NOTIFY confer_sessions).",
+    )
     ws_session_check_seconds: float = Field(
         default=10.0, gt=0, description="How often a WebSocket re-checks its device session."
     )

@@ -46,6 +46,7 @@ async def enqueue_for_message(
     sender_user_id: str,
     text: str | None = None,
     in_reply_to: str | None = None,
+    conversation_type: str | None = None,
 ) -> list[str]:
     """Queue a task for every local agent a user's message reaches; returns the task ids.
 
@@ -57,13 +58,21 @@ async def enqueue_for_message(
 
     Only people's messages start tasks, never agents' answers, so agents cannot loop. Call
     in the unit of work that stores the message: each task is announced on ``queue`` there.
+    A caller that knows the ``conversation_type`` passes it: only those two types start
+    tasks, so the others need no look-up.
     """
     conn = tx.conn
-    own = await tasks_store.get_addressed_agent(
-        conn, conversation_id=conversation_id, sender_user_id=sender_user_id
-    )
+    if conversation_type not in (None, "direct_user_agent", "group"):
+        return []
+    own = None
+    if conversation_type in (None, "direct_user_agent"):
+        own = await tasks_store.get_addressed_agent(
+            conn, conversation_id=conversation_id, sender_user_id=sender_user_id
+        )
     if own is not None:
         addressed = [own]
+    elif conversation_type == "direct_user_agent":
+        addressed = []
     else:
         replied_to = (
             await tasks_store.get_agent_sender(conn, message_id=in_reply_to)

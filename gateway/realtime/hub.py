@@ -181,7 +181,6 @@ class EventHub:
         users = sorted(set(user_ids))
         text = _json(data)
         if users:
-            await events_store.ensure_streams(tx.conn, user_ids=users)
             rows = await events_store.append_events(
                 tx.conn, user_ids=users, type=event_type, data=text
             )

@@ -27,6 +27,7 @@ from gateway.services import usernames
 from gateway.services.identity import Identity
 from gateway.services.passwords import Passwords
 from gateway.services.ratelimits import LOGIN_ACCOUNT, LOGIN_IP, REGISTER_IP, RateLimiter
+from gateway.services.session_cache import SessionCache
 from gateway.services.sessions import DeviceSessions, TokenPair
 from gateway.services.tokens import verify_access_token
 from gateway.settings import Settings
@@ -107,7 +108,9 @@ class Accounts:
         self._settings = settings
         self.passwords = Passwords(settings)
         self.limiter = limiter or RateLimiter(settings)
-        self.sessions = DeviceSessions(pool, identity, clock, settings)
+        # the injected clock, so a test that moves time on sees entries expire with it
+        self.session_cache = SessionCache(settings.auth_cache_seconds, clock=clock.time)
+        self.sessions = DeviceSessions(pool, identity, clock, settings, self.session_cache)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -264,18 +267,28 @@ class Accounts:
         ``audience`` (a resource, e.g. ``/mcp``'s URL) also admits OAuth access tokens issued
         for it; without it only REST access tokens pass (``verify_access_token``).
 
-        One round trip: the signed token names the session, one statement checks it is still
-        live (so a revoked session's next request is refused) and reads its user.
+        The signed token names the session; a session checked in the last
+        ``CONFER_AUTH_CACHE_SECONDS`` needs no database (:mod:`gateway.services.session_cache`
+        keeps revocation exact), else one statement checks it is still live (so a revoked
+        session's next request is refused) and reads its user.
         """
         claims = verify_access_token(
             self._identity, token, now=int(self._clock.time()), audience=audience
         )
-        async with self._pool.acquire() as conn:
-            user = await users_store.get_session_user(
-                conn, session_id=claims.session_id, user_id=claims.user_id, now=self._clock.now()
-            )
-        if user is None or user.deleted_at is not None:
-            raise TokenInvalidError("the session has ended")
+        cache = self.session_cache
+        user = cache.get(claims.session_id, claims.user_id)
+        if user is None:
+            mark = cache.mark()
+            async with self._pool.acquire() as conn:
+                user = await users_store.get_session_user(
+                    conn,
+                    session_id=claims.session_id,
+                    user_id=claims.user_id,
+                    now=self._clock.now(),
+                )
+            if user is None or user.deleted_at is not None:
+                raise TokenInvalidError("the session has ended")
+            cache.put(claims.session_id, user, mark=mark)
         return Authenticated(user, claims.session_id)
 
     async def session_alive(self, auth: Authenticated) -> bool:
@@ -299,6 +312,7 @@ class Accounts:
                 details={"session_id": auth.session_id},
                 ip_address=ip,
             )
+        self.session_cache.forget_user(auth.user.id)  # at once here; elsewhere by NOTIFY
 
     async def change_password(
         self, auth: Authenticated, current: str, new: str, *, ip: str | None
@@ -324,6 +338,7 @@ class Accounts:
                 details={"sessions_revoked": ended},
                 ip_address=ip,
             )
+        self.session_cache.forget_user(auth.user.id)
         return ended
 
     async def bootstrap_admins(self) -> int:

@@ -366,6 +366,27 @@ async def check_can_post(
         raise ObserverCannotPostError("observers read but cannot post")
 
 
+class _Kinds:
+    """Conversation id → type, for the conversations this process saw lately. A
+    conversation's type never changes, so a remembered one is never stale; at most ``size``
+    are kept (the oldest forgotten first)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._types: dict[str, str] = {}
+
+    def get(self, conversation_id: str, default: str) -> str:
+        return self._types.get(conversation_id, default)
+
+    def remember(self, conversation_id: str, type: str) -> None:
+        self._types[conversation_id] = type
+        if len(self._types) > self._size:
+            del self._types[next(iter(self._types))]
+
+
+_KINDS = _Kinds()
+
+
 async def check_agent_policy(
     pool: asyncpg.Pool, user: User, conversation_id: str, data: MessageCreate
 ) -> None:
@@ -375,10 +396,14 @@ async def check_agent_policy(
     AgentPolicyDeniedError (403) before anything is stored; the evaluation is audited
     (``policy.evaluated``) either way. ``ask`` lets the message through: the consent hold
     is for peers and API keys."""
+    if _KINDS.get(conversation_id, "direct_user_agent") != "direct_user_agent":
+        return  # no other user's agent can be in it: spare the connection
     async with pool.acquire() as conn:
         conversation = await conv_store.get_conversation_for_user(
             conn, conversation_id=conversation_id, user_id=user.id
         )
+        if conversation is not None:
+            _KINDS.remember(conversation_id, conversation.type)
         if conversation is None or conversation.type != "direct_user_agent":
             return
         for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
@@ -472,21 +497,10 @@ async def store_user_message(
         earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
         if earlier is not None:
             return earlier
-    conversation = await conv_store.get_conversation_for_user(
-        conn, conversation_id=conversation_id, user_id=user.id
-    )
-    if conversation is None:
-        raise ConversationNotFoundError(f"no conversation {conversation_id}")
-    await check_can_post(conn, conversation, user)
-    if data.in_reply_to and not await messages_store.message_in_conversation(
-        conn, message_id=data.in_reply_to, conversation_id=conversation_id
-    ):
-        raise ValidationFailedError("in_reply_to is not a message of this conversation")
-    message = await messages_store.insert_message(
+    outcome = await messages_store.insert_post(
         conn,
         id=new_id(),
         conversation_id=conversation_id,
-        sender_type="user",
         sender_id=user.id,
         sender_did=user.did,
         content=data.content,
@@ -498,6 +512,7 @@ async def store_user_message(
         language=data.language,
         translation=data.model_dump(mode="json", by_alias=True)["translation"],
     )
+    conversation, message = _posted(outcome, conversation_id)
     if data.content_type == "file" and isinstance(data.content_json, dict):
         await link_to_message(
             conn,
@@ -521,15 +536,17 @@ async def store_user_message(
         sender_user_id=user.id,
         text=data.content,
         in_reply_to=data.in_reply_to,
+        conversation_type=conversation.type,
     )
-    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     await queue_for_peers(conn, Post(message, sender_name=user.display_name or user.username))
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
     local_users = [p["user_id"] for p in participants if p["user_id"]]
     body = message.model_dump(mode="json")
-    if len(local_users) == 2 and len(participants) == 2:  # a direct conversation of two people
+    # A direct conversation of two people; a request is only ever held for the one who did
+    # not start it (gateway.services.message_requests), so a reply of theirs holds nothing.
+    if conversation.type != "group" and len(local_users) == 2 and len(participants) == 2:
         [other] = [u for u in local_users if u != user.id] or [user.id]
-        if other != user.id and await message_requests.held_for(
+        if other not in (user.id, conversation.created_by) and await message_requests.held_for(
             tx,
             hub,
             conversation_id=conversation_id,
@@ -538,10 +555,28 @@ async def store_user_message(
             local_sender=True,
             message=body,
             default=message_requests_default,
+            conversation=conversation,
         ):
             local_users = [user.id]  # held apart for the other person: no message.created
     await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
     return message
+
+
+def _posted(
+    outcome: messages_store.PostOutcome, conversation_id: str
+) -> tuple[ConversationRow, Message]:
+    """The conversation and stored message of ``outcome``, or the error that refused it (the
+    same checks, in the same order, as :func:`check_can_post` and the ``in_reply_to`` check)."""
+    if outcome.conversation is None:
+        raise ConversationNotFoundError(f"no conversation {conversation_id}")
+    if outcome.archived:
+        raise ConversationArchivedError("the conversation is archived (read-only)")
+    if outcome.role == "observer":
+        raise ObserverCannotPostError("observers read but cannot post")
+    if not outcome.reply_ok:
+        raise ValidationFailedError("in_reply_to is not a message of this conversation")
+    assert outcome.message is not None
+    return outcome.conversation, outcome.message
 
 
 def request_hash(conversation_id: str, data: MessageCreate) -> str:

@@ -23,6 +23,7 @@ from gateway.errors import ConversationNotFoundError
 from gateway.realtime.hub import EventHub
 from gateway.store import conversations as conv_store
 from gateway.store import message_requests as store
+from models import ConversationRow
 
 REQUEST_CREATED = "message_request.created"
 REQUEST_DECIDED = "message_request.decided"
@@ -38,16 +39,22 @@ async def held_for(
     local_sender: bool,
     message: dict[str, Any],
     default: bool = True,
+    conversation: ConversationRow | None = None,
 ) -> bool:
     """Whether this message to ``user_id`` is held as (part of) a request (module docstring);
     opens the request and appends its ``message_request.created`` event at the first one.
     ``default`` applies when the user never set ``privacy.message_requests``
-    (``CONFER_MESSAGE_REQUESTS_DEFAULT``)."""
+    (``CONFER_MESSAGE_REQUESTS_DEFAULT``); ``conversation``, when the caller holds its row
+    and knows ``user_id`` takes part in it, spares reading it again."""
     conn = tx.conn
     existing = await store.get_request(conn, conversation_id=conversation_id, user_id=user_id)
     if existing is not None:
         return existing.state != "accepted"
-    if not await _is_stranger(conn, conversation_id, user_id, sender_did, local_sender, default):
+    if conversation is None:
+        conversation = await conv_store.get_conversation_for_user(
+            conn, conversation_id=conversation_id, user_id=user_id
+        )
+    if not await _is_stranger(conn, conversation, user_id, sender_did, local_sender, default):
         return False
     if await store.insert_request(
         conn, conversation_id=conversation_id, user_id=user_id, sender_did=sender_did
@@ -59,15 +66,12 @@ async def held_for(
 
 async def _is_stranger(
     conn: asyncpg.Connection,
-    conversation_id: str,
+    conversation: ConversationRow | None,
     user_id: str,
     sender_did: str,
     local: bool,
     default: bool,
 ) -> bool:
-    conversation = await conv_store.get_conversation_for_user(
-        conn, conversation_id=conversation_id, user_id=user_id
-    )
     if conversation is None or conversation.type == "group":
         return False
     # A peer's direct conversation is created by its local member (created_by must be a local
@@ -81,7 +85,7 @@ async def _is_stranger(
         return False
     if local and await store.shares_group(conn, user_id=user_id, other_did=sender_did):
         return False
-    return not await store.has_written(conn, conversation_id=conversation_id, user_id=user_id)
+    return not await store.has_written(conn, conversation_id=conversation.id, user_id=user_id)
 
 
 async def list_pending(pool: asyncpg.Pool, *, user_id: str, limit: int) -> list[dict[str, Any]]:

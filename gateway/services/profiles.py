@@ -97,7 +97,9 @@ async def update_profile(
             details={"fields": sorted(changes)},
             ip_address=ip,
         )
-        return await user_public(conn, user)
+        public = await user_public(conn, user)
+    accounts.session_cache.forget_user(user.id)  # this process's next request reads it anew
+    return public
 
 
 async def delete_account(
@@ -122,3 +124,4 @@ async def delete_account(
             details={"sessions_revoked": ended},
             ip_address=ip,
         )
+    accounts.session_cache.forget_user(auth.user.id)

@@ -34,6 +34,7 @@ from gateway.clock import Clock
 from gateway.errors import RefreshTokenInvalidError, SessionNotFoundError
 from gateway.ids import is_ulid, new_id
 from gateway.services.identity import Identity
+from gateway.services.session_cache import SessionCache
 from gateway.services.tokens import issue_access_token
 from gateway.settings import Settings
 from gateway.store import accounts as accounts_store
@@ -73,12 +74,18 @@ class DeviceSessions:
     """Opens, refreshes, lists and revokes device sessions."""
 
     def __init__(
-        self, pool: asyncpg.Pool, identity: Identity, clock: Clock, settings: Settings
+        self,
+        pool: asyncpg.Pool,
+        identity: Identity,
+        clock: Clock,
+        settings: Settings,
+        cache: SessionCache | None = None,
     ) -> None:
         self._pool = pool
         self._identity = identity
         self._clock = clock
         self._settings = settings
+        self._cache = cache or SessionCache(0)
 
     def _derive(self, purpose: bytes, seed: str, size: int) -> str:
         """``size`` bytes (base64url) of HMAC-SHA256 over ``seed``, keyed from the token key."""
@@ -303,6 +310,7 @@ class DeviceSessions:
                 details={"session_id": session_id},
                 ip_address=ip,
             )
+        self._cache.forget_user(user_id)  # at once here; other processes hear the NOTIFY
 
     async def revoke_others(self, *, user_id: str, keep: str | None, ip: str | None) -> int:
         """End every session of the user but ``keep``; returns how many ended."""
@@ -315,6 +323,7 @@ class DeviceSessions:
                 details={"kept": keep, "revoked": count},
                 ip_address=ip,
             )
+        self._cache.forget_user(user_id)
         return count
 
 

@@ -46,16 +46,15 @@ async def append_events(
 ) -> list[tuple[str, int]]:
     """Append one event (``data`` is JSON text) to each user's stream; returns (user_id, seq).
 
-    Rows are locked in user-id order, so concurrent fan-outs to overlapping groups never
-    deadlock. Call ``ensure_streams`` first in the same transaction.
+    One statement: a user without a stream gets one (a new random epoch) holding this event
+    at offset 1; the others' heads are bumped under their row locks, taken in user-id order,
+    so concurrent fan-outs to overlapping groups never deadlock.
     """
     records = await conn.fetch(
-        """WITH locked AS (
-             SELECT user_id FROM user_streams WHERE user_id = ANY($1::text[])
-             ORDER BY user_id FOR UPDATE
-           ), bumped AS (
-             UPDATE user_streams s SET head = s.head + 1 FROM locked
-             WHERE s.user_id = locked.user_id
+        """WITH bumped AS (
+             INSERT INTO user_streams AS s (user_id, epoch, head)
+             SELECT u, gen_random_uuid()::text, 1 FROM unnest($1::text[]) AS t(u) ORDER BY u
+             ON CONFLICT (user_id) DO UPDATE SET head = s.head + 1
              RETURNING s.user_id, s.head
            )
            INSERT INTO user_events (user_id, seq, type, data_json)

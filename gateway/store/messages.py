@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from gateway.ids import next_after
-from models import Message
+from models import ConversationRow, Message
 
 COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_type, content,
               content_json, in_reply_to, thread_root, citations_json, language,
               translation_json, via, created_at"""
 
 
-def message_from_record(record: asyncpg.Record) -> Message:
+def message_from_record(record: asyncpg.Record | dict[str, Any]) -> Message:
     """A ``Message`` from a row selected with ``COLUMNS``."""
     data = dict(record)
     data["citations"] = data.pop("citations_json")
@@ -70,6 +71,140 @@ async def insert_message(
     )
     assert record is not None
     return message_from_record(record)
+
+
+@dataclass(frozen=True)
+class PostOutcome:
+    """What :func:`insert_post` found and did: the conversation (None when ``user_id`` takes
+    no part in it), the poster's ``role``, whether it is ``archived``, whether ``in_reply_to``
+    named a visible message of it, and the stored ``message`` (None when one of those
+    refused it)."""
+
+    conversation: ConversationRow | None
+    role: str | None = None
+    archived: bool = False
+    reply_ok: bool = True
+    message: Message | None = None
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_NEXT_AFTER = (
+    "(left(rtrim({ulid}, 'Z'), -1)"
+    f" || substr('{_CROCKFORD}', strpos('{_CROCKFORD}', right(rtrim({{ulid}}, 'Z'), 1)) + 1, 1)"
+    " || repeat('0', 26 - length(rtrim({ulid}, 'Z'))))"
+)
+"""SQL for :func:`gateway.ids.next_after` of the ULID text ``{ulid}``: the last digit that is
+not ``Z`` goes one up, the ``Z``s after it become ``0``."""
+
+_POST = f"""
+WITH conv AS (
+  SELECT c.id, c.type, c.name, c.created_by, c.created_at, c.updated_at, c.archived_at,
+         p.role
+  FROM conversations c
+  JOIN conversation_participants p ON p.conversation_id = c.id AND p.user_id = $4
+  WHERE c.id = $2
+  ORDER BY p.id LIMIT 1
+  FOR UPDATE OF c FOR SHARE OF p
+), reply AS (
+  SELECT COALESCE(m.thread_root, m.id) AS root FROM messages m
+  WHERE m.id = $9 AND m.conversation_id = $2 AND m.deleted_at IS NULL
+), allowed AS (
+  SELECT id FROM conv
+  WHERE archived_at IS NULL AND role IS DISTINCT FROM 'observer'
+    AND ($9::char(26) IS NULL OR EXISTS (SELECT 1 FROM reply))
+), head AS (
+  INSERT INTO conversation_heads AS h (conversation_id, last_message_id)
+  SELECT id, $1 FROM allowed
+  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = CASE
+    WHEN h.last_message_id < EXCLUDED.last_message_id THEN EXCLUDED.last_message_id
+    ELSE {_NEXT_AFTER.format(ulid="h.last_message_id::text")}::char(26) END
+  RETURNING last_message_id
+), stored AS (
+  INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
+                        content_type, content, content_json, in_reply_to,
+                        thread_root, via, citations_json, language, translation_json)
+  SELECT head.last_message_id, $2, $3, $4, $5, $6, $7, $8, $9, (SELECT root FROM reply),
+         $10, $11, $12, $13
+  FROM head
+  RETURNING {COLUMNS}
+), touched AS (
+  UPDATE conversations
+  SET updated_at = GREATEST(clock_timestamp(), updated_at + interval '1 microsecond')
+  WHERE id = $2 AND EXISTS (SELECT 1 FROM stored)
+)
+SELECT conv.id AS c_id, conv.type AS c_type, conv.name AS c_name,
+       conv.created_by AS c_created_by, conv.created_at AS c_created_at,
+       conv.updated_at AS c_updated_at, conv.archived_at AS c_archived_at, conv.role AS c_role,
+       ($9::char(26) IS NULL OR EXISTS (SELECT 1 FROM reply)) AS c_reply_ok,
+       (SELECT last_message_id FROM conversation_heads WHERE conversation_id = $2) AS c_head,
+       stored.*
+FROM conv LEFT JOIN stored ON true"""
+
+
+async def insert_post(
+    conn: asyncpg.Connection,
+    *,
+    id: str,
+    conversation_id: str,
+    sender_id: str,
+    sender_did: str | None,
+    content: str | None,
+    content_type: str = "text",
+    content_json: Any = None,
+    in_reply_to: str | None = None,
+    via: str | None = None,
+    citations: Any = None,
+    language: str | None = None,
+    translation: Any = None,
+) -> PostOutcome:
+    """A user's post in one statement: lock the conversation's row (until the transaction
+    ends) with the poster's participant row, check the poster may post (a member, not an
+    observer, the conversation open, ``in_reply_to`` one of its visible messages), claim
+    ``id`` on the conversation's head, insert the message and bump ``updated_at``.
+
+    ``id`` is a candidate: when the conversation's head (read under the lock, so current)
+    is not below it (another post while this one waited for the lock, a clock stepped back)
+    the message gets the id right after the head's instead, so ids follow commit order
+    within a conversation.
+    Nothing is written when the outcome refuses the post.
+    """
+    args = (
+        conversation_id,
+        "user",
+        sender_id,
+        sender_did,
+        content_type,
+        content,
+        content_json,
+        in_reply_to,
+        via,
+        citations,
+        language,
+        translation,
+    )
+    record = await conn.fetchrow(_POST, id, *args)
+    if record is None:
+        return PostOutcome(None)
+    conversation = ConversationRow.model_validate({k[2:]: record[k] for k in _CONVERSATION_FIELDS})
+    stored = {k: v for k, v in record.items() if not k.startswith("c_")}
+    return PostOutcome(
+        conversation,
+        role=record["c_role"],
+        archived=record["c_archived_at"] is not None,
+        reply_ok=record["c_reply_ok"],
+        message=message_from_record(stored) if record["id"] is not None else None,
+    )
+
+
+_CONVERSATION_FIELDS = (
+    "c_id",
+    "c_type",
+    "c_name",
+    "c_created_by",
+    "c_created_at",
+    "c_updated_at",
+    "c_archived_at",
+)
 
 
 async def _claim_message_id(

@@ -83,6 +83,7 @@ class Instance:
     settings: Settings
     state: AppState
     client: httpx.AsyncClient
+    app: Any = None
 
     @property
     def did(self) -> str:
@@ -212,7 +213,7 @@ async def run_instance(
     app = create_app(settings, clock=clock)
     base_url = f"http://localhost:{port}"
     async with serve(app, port), httpx.AsyncClient(base_url=base_url, timeout=10) as client:
-        yield Instance(base_url, settings, app.state.confer, client)
+        yield Instance(base_url, settings, app.state.confer, client, app)
 
 
 async def next_event(ws: Any, event_type: str, within: float = 10.0) -> dict[str, Any]:
