@@ -11,7 +11,7 @@ notification is delivered at commit, whichever code (or SQL console) made the ch
 per user and transaction (PostgreSQL folds identical ones).
 
 Revision ID: 0025
-Revises: 0022
+Revises: 0024
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0025"
-down_revision = "0022"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 
