@@ -45,6 +45,7 @@ ADMIN_DSN = os.environ.get(
     "CONFER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 PASSWORD = "correct horse battery"
+ACCESS_TOKEN_TTL = 6 * 3600  # on a loaded machine registering 1,000 users outlasts the default
 
 SERVER = """
 from gateway.cli import run_server
@@ -153,7 +154,10 @@ async def register(url: str, public_url: str, names: list[str]) -> list[dict[str
     # The bench registers thousands of users from one address: raise that limit through
     # settings (the defaults stay as shipped).
     settings = Settings(
-        public_url=public_url, database_url=url, rate_limit_register_ip="1000000/hour"
+        public_url=public_url,
+        database_url=url,
+        rate_limit_register_ip="1000000/hour",
+        access_token_ttl_seconds=ACCESS_TOKEN_TTL,
     )
     pool = await create_pool(url, min_size=1, max_size=8)
     try:
@@ -404,6 +408,7 @@ async def main(args: argparse.Namespace) -> None:
             "CONFER_DB_POOL_MAX": "20",
             "CONFER_WS_QUEUE_SIZE": "1024",
             "CONFER_MAX_GROUP_MEMBERS": str(args.clients),
+            "CONFER_ACCESS_TOKEN_TTL_SECONDS": str(ACCESS_TOKEN_TTL),
             # each user holds up to this many of the memory phase's connections
             "CONFER_WS_MAX_CONNECTIONS_PER_USER": str(-(-counts[-1] // args.clients) + 1),
         }
