@@ -3,12 +3,18 @@
 Run: ``python bench/fanout.py`` (PostgreSQL at CONFER_BENCH_DATABASE_URL, default the local
 server; a scratch database is created and dropped). Everything runs on loopback:
 
-1. Fan-out: one message POSTed to a group whose 1,000 members each have a WebSocket open:
-   p50/p99 from the POST to the last client's receipt, and deliveries per second — beside a
-   raw ``websockets`` server broadcasting the same payload to 1,000 sockets, in the same run.
+1. Fan-out: one message POSTed to a group whose members each have a WebSocket open (50 and
+   1,000 members by default, ``--sizes``): p50/p99 from the POST to the last client's receipt,
+   and deliveries per second — beside a raw ``websockets`` server broadcasting the same
+   payload to as many sockets (``broadcast()``, no compression: the floor), in the same run.
 2. Send throughput: authenticated posts per second (stored, fanned out to a connected
    recipient) beside raw asyncpg single-row INSERT + COMMIT per second, same concurrency.
-3. Memory: the gateway process's RSS per idle authenticated connection with 5,000 open.
+3. Memory: the gateway process's RSS per idle authenticated connection with 5,000 open
+   (``--connections 5000,10000`` measures at each count, opening more in between; the
+   clients spread over source addresses 127.0.0.2-9 so ephemeral ports never run out).
+
+The gateway's limits the bench goes beyond (group size, registrations from one address) are
+raised through its settings; the defaults stay as shipped.
 
 Both servers run as separate processes; the clients share this one (so the ratio, not the
 absolute figure, is what to compare). Loops are bounded; nothing leaves 127.0.0.1.
@@ -39,6 +45,7 @@ ADMIN_DSN = os.environ.get(
     "CONFER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 PASSWORD = "correct horse battery"
+ACCESS_TOKEN_TTL = 6 * 3600  # on a loaded machine registering 1,000 users outlasts the default
 
 SERVER = """
 from gateway.cli import run_server
@@ -61,7 +68,7 @@ async def handler(ws):
     finally:
         clients.discard(ws)
 async def main():
-    async with serve(handler, "127.0.0.1", int(sys.argv[1]), backlog=4096):
+    async with serve(handler, "127.0.0.1", int(sys.argv[1]), backlog=4096, compression=None):
         await asyncio.Future()
 asyncio.run(main())
 """
@@ -131,12 +138,10 @@ async def wait_http(url: str) -> None:
 async def register(url: str, public_url: str, names: list[str]) -> list[dict[str, Any]]:
     """Register users through Confer's own ``Accounts.register`` on the bench's database.
 
-    Only set-up: the password hasher is made cheap (the bench never logs in), so creating
+    Only set-up: argon2 is made cheap through settings (the bench never logs in), so creating
     thousands of users takes seconds instead of minutes of argon2 on a small machine. The
     tokens are real access tokens of the gateway under test (same keys, same sessions).
     """
-    from argon2 import PasswordHasher
-
     from gateway.clock import Clock
     from gateway.db import create_pool
     from gateway.services.accounts import Accounts
@@ -147,7 +152,13 @@ async def register(url: str, public_url: str, names: list[str]) -> list[dict[str
     # The bench registers thousands of users from one address: raise that limit through
     # settings (the defaults stay as shipped).
     settings = Settings(
-        public_url=public_url, database_url=url, rate_limit_register_ip="1000000/hour"
+        public_url=public_url,
+        database_url=url,
+        rate_limit_register_ip="1000000/hour",
+        access_token_ttl_seconds=ACCESS_TOKEN_TTL,
+        argon2_time_cost=1,
+        argon2_memory_kib=64,
+        argon2_parallelism=1,
     )
     pool = await create_pool(url, min_size=1, max_size=8)
     try:
@@ -155,7 +166,6 @@ async def register(url: str, public_url: str, names: list[str]) -> list[dict[str
             pool, public_url=public_url, signature_window=settings.signature_window_seconds
         )
         accounts = Accounts(pool, identity, Clock(), settings)
-        accounts.hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
         semaphore = asyncio.Semaphore(8)
 
         async def one(name: str) -> dict[str, Any]:
@@ -170,21 +180,29 @@ async def register(url: str, public_url: str, names: list[str]) -> list[dict[str
         await pool.close()
 
 
-async def open_sockets(url: str, tokens: list[str]) -> list[Any]:
+SOURCE_ADDRESSES = [f"127.0.0.{i}" for i in range(2, 10)]
+
+
+async def open_sockets(url: str, tokens: list[str], *, spread: bool = False) -> list[Any]:
+    """Authenticated sockets that received ``ready``; ``spread`` binds them to
+    ``SOURCE_ADDRESSES`` in turn (each has its own ephemeral ports)."""
     semaphore = asyncio.Semaphore(100)
 
-    async def one(token: str) -> Any:
+    async def one(index: int, token: str) -> Any:
+        local: dict[str, Any] = {"local_addr": (SOURCE_ADDRESSES[index % len(SOURCE_ADDRESSES)], 0)}
         async with semaphore:
             ws = await websockets.connect(
                 url,
-                subprotocols=["confer.v1", f"bearer.{token}"],
-                open_timeout=60,  # type: ignore[list-item]
+                subprotocols=["confer.v1", f"bearer.{token}"],  # type: ignore[list-item]
+                open_timeout=120,
                 ping_interval=None,
+                max_queue=4,
+                **(local if spread else {}),
             )
             await ws.recv()  # ready
             return ws
 
-    return list(await asyncio.gather(*(one(t) for t in tokens)))
+    return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tokens))))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -351,26 +369,34 @@ async def bench_raw_inserts(url: str, total: int, concurrency: int) -> float:
 
 
 async def bench_memory(
-    base: str, pid: int, users: list[dict[str, Any]], connections: int
-) -> dict[str, float]:
-    tokens = [users[i % len(users)]["access_token"] for i in range(connections)]
+    base: str, pid: int, users: list[dict[str, Any]], counts: list[int]
+) -> list[dict[str, float]]:
+    """RSS per idle connection at each of ``counts`` open connections (ascending)."""
     await asyncio.sleep(1.0)
     before = rss_kib(pid)
-    sockets = await open_sockets(base.replace("http", "ws") + "/v1/ws", tokens)
-    await asyncio.sleep(2.0)
-    after = rss_kib(pid)
-    for ws in sockets:
-        await ws.close()
-    return {
-        "connections": len(sockets),
-        "rss_before_mib": before / 1024,
-        "rss_after_mib": after / 1024,
-        "kib_per_connection": (after - before) / len(sockets),
-    }
+    sockets: list[Any] = []
+    results = []
+    for count in counts:
+        tokens = [users[i % len(users)]["access_token"] for i in range(len(sockets), count)]
+        sockets += await open_sockets(base.replace("http", "ws") + "/v1/ws", tokens, spread=True)
+        await asyncio.sleep(2.0)
+        after = rss_kib(pid)
+        results.append(
+            {
+                "connections": len(sockets),
+                "rss_before_mib": before / 1024,
+                "rss_after_mib": after / 1024,
+                "kib_per_connection": (after - before) / len(sockets),
+            }
+        )
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    return results
 
 
 async def main(args: argparse.Namespace) -> None:
-    limit = raise_fd_limit(4 * args.connections + 2000)
+    counts = sorted({int(c) for c in str(args.connections).split(",")})
+    sizes = sorted({int(n) for n in str(args.sizes).split(",") if 1 < int(n) <= args.clients})
+    limit = raise_fd_limit(2 * counts[-1] + 2000)  # the clients' sockets and the server's
     print(f"open-file limit: {limit}; cpus: {os.cpu_count()}", flush=True)
     async with scratch_database() as url:
         port = free_port()
@@ -381,6 +407,10 @@ async def main(args: argparse.Namespace) -> None:
             "CONFER_MIGRATE_ON_START": "false",
             "CONFER_DB_POOL_MAX": "20",
             "CONFER_WS_QUEUE_SIZE": "1024",
+            "CONFER_MAX_GROUP_MEMBERS": str(args.clients),
+            "CONFER_ACCESS_TOKEN_TTL_SECONDS": str(ACCESS_TOKEN_TTL),
+            # each user holds up to this many of the memory phase's connections
+            "CONFER_WS_MAX_CONNECTIONS_PER_USER": str(-(-counts[-1] // args.clients) + 1),
         }
         async with process(SERVER, env=env) as pid:
             base = f"http://127.0.0.1:{port}"
@@ -392,33 +422,48 @@ async def main(args: argparse.Namespace) -> None:
                 f"registered {len(users)} users in {time.perf_counter() - started:.1f} s",
                 flush=True,
             )
-            confer = await bench_confer_fanout(base, users, args.rounds)
-            raw = await bench_raw_fanout(args.clients, args.rounds, payload_size=450)
+            fanouts = []
+            for size in sizes:  # Confer, then the raw floor right after, at each size
+                confer = await bench_confer_fanout(base, users[:size], args.rounds)
+                raw = await bench_raw_fanout(size, args.rounds, payload_size=450)
+                fanouts.append((confer, raw))
+                print(f"fan-out to {size}: Confer/raw {_share(confer, raw):.2f}", flush=True)
             sends = await bench_send(base, users, args.sends, args.concurrency)
             inserts = await bench_raw_inserts(url, args.sends, args.concurrency)
-            memory = await bench_memory(base, pid, users, args.connections)
-    ratio = raw["deliveries_per_s"] / confer["deliveries_per_s"]
-    rows = [
-        f"| fan-out to {args.clients} WebSocket clients ({args.rounds} rounds) "
-        "| p50 ms | p99 ms | deliveries/s |",
-        "|---|---:|---:|---:|",
-        _row("Confer: POST → last client's receipt", confer),
-        _row("raw `websockets` broadcast", raw),
-        f"| ratio raw/Confer (deliveries/s) | | | {ratio:.2f}x |",
-        "",
+            memory = await bench_memory(base, pid, users, counts)
+    rows = []
+    for confer, raw in fanouts:
+        rows += [
+            f"| fan-out to {confer['clients']} WebSocket clients ({args.rounds} rounds) "
+            "| p50 ms | p99 ms | deliveries/s |",
+            "|---|---:|---:|---:|",
+            _row("Confer: POST → last client's receipt", confer),
+            _row("raw `websockets` broadcast", raw),
+            f"| Confer/raw (deliveries/s) | | | {_share(confer, raw):.2f} |",
+            "",
+        ]
+    rows += [
         f"| send throughput ({args.sends} posts, {args.concurrency} concurrent) | per second |",
         "|---|---:|",
         f"| Confer: authenticated POST, stored + fanned out | {sends:,.0f} |",
         f"| raw asyncpg single-row INSERT + COMMIT | {inserts:,.0f} |",
         f"| ratio | {inserts / sends:.2f}x |",
         "",
-        f"| memory ({memory['connections']:.0f} idle authenticated connections) | value |",
-        "|---|---:|",
-        f"| gateway RSS before / after | {memory['rss_before_mib']:.0f} MiB / "
-        f"{memory['rss_after_mib']:.0f} MiB |",
-        f"| RSS per idle connection | {memory['kib_per_connection']:.1f} KiB |",
+        "| memory: idle authenticated connections | gateway RSS before / after "
+        "| RSS per connection |",
+        "|---|---:|---:|",
+    ]
+    rows += [
+        f"| {m['connections']:.0f} | {m['rss_before_mib']:.0f} MiB / "
+        f"{m['rss_after_mib']:.0f} MiB | {m['kib_per_connection']:.1f} KiB |"
+        for m in memory
     ]
     print("\n" + "\n".join(rows))
+
+
+def _share(confer: dict[str, Any], raw: dict[str, Any]) -> float:
+    """Confer's deliveries per second as a share of the raw broadcast's."""
+    return float(confer["deliveries_per_s"]) / float(raw["deliveries_per_s"])
 
 
 def _row(label: str, result: dict[str, Any]) -> str:
@@ -433,9 +478,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=1000, help="users registered")
+    parser.add_argument("--sizes", default="50,1000", help="fan-out group sizes (≤ clients)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--sends", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--connections", type=int, default=5000)
+    parser.add_argument("--connections", default="5000", help="e.g. 5000,10000")
     asyncio.run(main(parser.parse_args()))

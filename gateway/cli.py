@@ -27,6 +27,7 @@ from gateway.embedded import running_embedded_url, stop_embedded_postgres
 from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
 from gateway.process_claim import DatabaseInUseError, ProcessClaim, claim_database
+from gateway.realtime.wire import uvicorn_options as websocket_options
 from gateway.services import backups
 from gateway.services import keys as keys_service
 from gateway.services.admin_bootstrap import ensure_admin, set_password
@@ -94,6 +95,7 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         "log_level": settings.log_level,
         "access_log": settings.access_log != "off",
         "ws_max_size": settings.max_body_bytes,
+        **websocket_options(compression=settings.ws_compression),
         "proxy_headers": settings.proxy_headers,
         "forwarded_allow_ips": settings.forwarded_allow_ips,
         **uvicorn_options,

@@ -460,6 +460,12 @@ class Settings(BaseSettings):
     )
     ws_ping_interval_seconds: float = 25.0
     ws_ping_timeout_seconds: float = 20.0
+    ws_compression: bool = Field(
+        default=False,
+        description="Offer permessage-deflate (RFC 7692) on /v1/ws. Off by default: it keeps"
+        " about 40 KiB of zlib state per connection and compresses every fanned-out frame once"
+        " per socket instead of sharing one encoding (docs/websocket.md, 'Fan-out').",
+    )
     ws_allowed_origins: list[str] = Field(
         default_factory=list,
         description="Browser origins allowed on /v1/ws besides public_url's ('*' = any).",

@@ -8,8 +8,15 @@ The session (protocol in ``docs/websocket.md``):
    after that offset, or sends ``resync_required`` when the epoch differs, the offset is ahead
    of the stream, or the gap is older than the replay window,
 4. then forwards live frames in offset order, filling any gap from PostgreSQL (frames may
-   reach a process out of order), while a reader task answers the client and a heartbeat task
-   pings it and closes it when it stops answering.
+   reach a process out of order), while it reads and answers the client, pings it and closes
+   it when it stops answering, and re-checks the device's login session.
+
+An idle connection costs no task of its own beyond the ASGI one that runs the session: the
+session reads in that task; pings and session checks are loop timers; a live frame in order is
+written to the socket by the hub's ``deliver`` call itself (``Subscriber.sink``, pre-encoded
+bytes through :class:`gateway.realtime.wire.FrameWriter` when the server offers one), and a
+pump task exists only while frames are queued (the socket is not writable, a gap needs a replay
+from PostgreSQL, or the server offers no writer).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,12 +35,16 @@ from fastapi import WebSocket, WebSocketDisconnect
 from did.resolver import json_nesting_exceeds
 from gateway.errors import TooManyConnectionsError
 from gateway.realtime.hub import EventHub
-from gateway.realtime.subscriber import Subscriber, control_frame
+from gateway.realtime.subscriber import Frame, Subscriber, control_frame
+from gateway.realtime.wire import FrameWriter, frame_writer
+
+log = logging.getLogger(__name__)
 
 CLOSE_UNSUPPORTED = 1003
 CLOSE_TOO_SLOW = 4008
 CLOSE_HEARTBEAT_TIMEOUT = 4009
 CLOSE_TOO_MANY_CONNECTIONS = 4029  # the user's connection budget on this process is spent
+CLOSE_UNAUTHENTICATED = 4001  # the device's login session ended (logout, revocation, expiry)
 CLOSE_TIMEOUT = 5.0
 REPLAY_PAGE = 500
 MAX_FRAME_DEPTH = 8
@@ -40,6 +52,13 @@ MAX_FRAME_DEPTH = 8
 
 ClientFrameHandler = Callable[[dict[str, Any]], Awaitable[bool]]
 """Handles a client frame other than ping/pong; returns False for an unsupported one."""
+
+SessionCheck = Callable[[], Awaitable[bool]]
+"""Re-checks the device's login session every ``SessionLimits.session_check`` seconds; False
+closes the socket with 4001. An exception is logged and the check runs again next time."""
+
+PING = control_frame("ping")
+PONG = control_frame("pong")
 
 
 def parse_frame(raw: str) -> dict[str, Any] | None:
@@ -80,17 +99,22 @@ class Resume:
 
 @dataclass(frozen=True)
 class SessionLimits:
-    """Replay window (events), heartbeat timing (seconds) and the most connections one user
-    may hold on this process (None = no bound)."""
+    """Replay window (events), heartbeat timing and session re-check interval (seconds) and
+    the most connections one user may hold on this process (None = no bound)."""
 
     replay_window: int = 1000
     ping_interval: float = 25.0
     ping_timeout: float = 20.0
     max_connections: int | None = None
+    session_check: float = 10.0
 
 
 class EventSession:
-    """Runs one authenticated device connection until it ends; see the module docstring."""
+    """Runs one authenticated device connection until it ends; see the module docstring.
+
+    ``check`` (optional) re-checks the device's login session every
+    ``limits.session_check`` seconds.
+    """
 
     def __init__(
         self,
@@ -99,16 +123,27 @@ class EventSession:
         user_id: str,
         limits: SessionLimits,
         on_frame: ClientFrameHandler | None = None,
+        check: SessionCheck | None = None,
     ) -> None:
         self.websocket = websocket
         self.hub = hub
         self.user_id = user_id
         self.limits = limits
         self.on_frame = on_frame
+        self.check = check
         self.last_offset = 0
         self.last_seen = time.monotonic()
         self.close_code: int | None = None
         self.close_reason = ""
+        self._writer: FrameWriter | None = frame_writer(websocket.scope)
+        self._subscriber: Subscriber | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._checking: asyncio.Task[None] | None = None
+        self._timers: list[asyncio.TimerHandle | None] = [None, None]
+        self._stopped = False
+        self._reading = False
+        self._interrupted = False
 
     async def run(self, ready: dict[str, Any], resume: Resume | None) -> None:
         """Serve the session; returns after the socket is closed or the client left."""
@@ -123,7 +158,8 @@ class EventSession:
                     CLOSE_TIMEOUT,
                 )
             return
-        tasks: list[asyncio.Task[Any]] = []
+        self._subscriber = subscriber
+        self._task = asyncio.current_task()
         try:
             head = await self.hub.head(self.user_id)
             await self.websocket.send_json(
@@ -132,16 +168,25 @@ class EventSession:
             self.last_offset = head.head
             if resume is not None:
                 await self._resume(resume, head.epoch, head.head)
-            tasks = [
-                asyncio.create_task(self._pump(subscriber)),
-                asyncio.create_task(self._read(subscriber)),
-                asyncio.create_task(self._heartbeat(subscriber)),
-                asyncio.create_task(subscriber.overflowed.wait()),
-            ]
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            # live from here: frames queued meanwhile go first, through the pump
+            subscriber.wake = self._wake
+            if self._writer is not None:
+                subscriber.sink = self._write_now
+            self._wake()
+            loop = asyncio.get_running_loop()
+            self._timers[0] = loop.call_later(self.limits.ping_interval, self._beat)
+            if self.check is not None:
+                self._timers[1] = loop.call_later(self.limits.session_check, self._recheck)
+            await self._read_until_stopped(subscriber)
         except Exception:  # the client went away mid-send; nothing more to do for it
             pass
         finally:
+            self._stopped = True
+            subscriber.sink = subscriber.wake = None
+            for timer in self._timers:
+                if timer is not None:
+                    timer.cancel()
+            tasks = [t for t in (self._pump, self._checking) if t is not None]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -149,12 +194,100 @@ class EventSession:
         if subscriber.overflowed.is_set():
             self.close_code, self.close_reason = CLOSE_TOO_SLOW, "client too slow"
         if self.close_code is not None:
-            # A client that is not reading may never drain the close frame: bound the wait.
-            with contextlib.suppress(Exception):
+            # A client that is not reading may never drain the close frame: bound the wait,
+            # then drop the connection rather than wait for it to read.
+            try:
                 await asyncio.wait_for(
                     self.websocket.close(code=self.close_code, reason=self.close_reason),
                     CLOSE_TIMEOUT,
                 )
+            except Exception:
+                if self._writer is not None:
+                    self._writer.abort()
+
+    async def _read_until_stopped(self, subscriber: Subscriber) -> None:
+        """Read client frames in the session's own task until the client leaves or
+        :meth:`_stop` interrupts the wait (a cancellation of this task, taken back here)."""
+        if self._stopped:
+            return
+        self._reading = True
+        try:
+            await self._read(subscriber)
+        except asyncio.CancelledError:
+            task = self._task
+            if not self._interrupted or task is None or task.uncancel() > 0:
+                raise  # cancelled from outside too: the connection is being torn down
+        finally:
+            self._reading = False
+
+    def _stop(self, code: int | None = None, reason: str = "") -> None:
+        """End the session (once): close with ``code`` when given (None: the client is gone)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if code is not None:
+            self.close_code, self.close_reason = code, reason
+        if self._reading and self._task is not None and not self._interrupted:
+            self._interrupted = True
+            self._task.cancel()
+
+    # -- sending -----------------------------------------------------------------------
+
+    def _write_now(self, frame: Frame) -> bool:
+        """``Subscriber.sink``: write a frame that is next in order straight to the socket;
+        False when it has to be queued (a pump is running, a gap, the socket is not writable).
+        """
+        if self._pump is not None or self._stopped or self._writer is None:
+            return False
+        offset = frame.offset
+        if offset is not None:
+            if offset <= self.last_offset:
+                return True  # already sent by a replay or gap fill
+            if offset != self.last_offset + 1:
+                return False
+        if not self._writer.write(frame.wire()):
+            return False
+        if offset is not None:
+            self.last_offset = offset
+            if frame.delivers is not None:
+                self.hub.note_delivered(frame.delivers)
+        return True
+
+    def _wake(self) -> None:
+        """``Subscriber.wake``: a frame was queued (start the pump) or the client overflowed."""
+        subscriber = self._subscriber
+        if subscriber is None or self._stopped:
+            return
+        if subscriber.overflowed.is_set():
+            self._stop(CLOSE_TOO_SLOW, "client too slow")
+        elif self._pump is None and len(subscriber):
+            self._pump = asyncio.get_running_loop().create_task(self._drain(subscriber))
+
+    async def _drain(self, subscriber: Subscriber) -> None:
+        """Send the queued frames through ASGI, in order; ends when the queue is empty."""
+        try:
+            while (frame := subscriber.pop()) is not None:
+                await self._send(frame)
+        except Exception:  # the client went away mid-send
+            self._stop()
+        finally:
+            self._pump = None
+
+    async def _send(self, frame: Frame) -> None:
+        if frame.offset is None:
+            await self.websocket.send_text(frame.text)
+            return
+        if frame.offset <= self.last_offset:
+            return  # already sent by a replay or gap fill
+        if frame.offset > self.last_offset + 1 and not await self._replay(
+            self.last_offset, frame.offset - 1
+        ):
+            head = await self.hub.head(self.user_id)
+            await self._resync("too_old", head.epoch, frame.offset - 1)
+        await self.websocket.send_text(frame.text)
+        self.last_offset = frame.offset
+        if frame.delivers is not None:
+            self.hub.note_delivered(frame.delivers)
 
     async def _resume(self, resume: Resume, epoch: str, head: int) -> None:
         reason = None
@@ -189,23 +322,7 @@ class EventSession:
                 self.last_offset = frame.offset or self.last_offset
         return True
 
-    async def _pump(self, subscriber: Subscriber) -> None:
-        while True:
-            frame = await subscriber.get()
-            if frame.offset is None:
-                await self.websocket.send_text(frame.text)
-                continue
-            if frame.offset <= self.last_offset:
-                continue  # already sent by a replay or gap fill
-            if frame.offset > self.last_offset + 1 and not await self._replay(
-                self.last_offset, frame.offset - 1
-            ):
-                head = await self.hub.head(self.user_id)
-                await self._resync("too_old", head.epoch, frame.offset - 1)
-            await self.websocket.send_text(frame.text)
-            self.last_offset = frame.offset
-            if frame.delivers is not None:
-                self.hub.note_delivered(frame.delivers)
+    # -- reading, heartbeat, session check ----------------------------------------------
 
     async def _read(self, subscriber: Subscriber) -> None:
         while True:
@@ -214,7 +331,7 @@ class EventSession:
             frame = parse_frame(raw) if raw is not None else None
             kind = frame.get("type") if frame is not None else None
             if kind == "ping":
-                subscriber.offer(control_frame("pong"))
+                subscriber.offer(PONG)
             elif kind == "pong":
                 continue
             elif not (
@@ -223,11 +340,33 @@ class EventSession:
                 self.close_code, self.close_reason = CLOSE_UNSUPPORTED, "unsupported frame"
                 return
 
-    async def _heartbeat(self, subscriber: Subscriber) -> None:
+    def _beat(self) -> None:
+        """Heartbeat timer: ping the client, or close it when it stopped answering."""
         interval, timeout = self.limits.ping_interval, self.limits.ping_timeout
-        while True:
-            await asyncio.sleep(interval)
-            if time.monotonic() - self.last_seen > interval + timeout:
-                self.close_code, self.close_reason = CLOSE_HEARTBEAT_TIMEOUT, "no pong"
-                return
-            subscriber.offer(control_frame("ping"))
+        if self._stopped or self._subscriber is None:
+            return
+        if time.monotonic() - self.last_seen > interval + timeout:
+            self._stop(CLOSE_HEARTBEAT_TIMEOUT, "no pong")
+            return
+        self._subscriber.offer(PING)
+        self._timers[0] = asyncio.get_running_loop().call_later(interval, self._beat)
+
+    def _recheck(self) -> None:
+        """Session-check timer: run ``check`` in a short task, then schedule the next one."""
+        if not self._stopped and self._checking is None:
+            self._checking = asyncio.get_running_loop().create_task(self._run_check())
+
+    async def _run_check(self) -> None:
+        assert self.check is not None
+        try:
+            alive = await self.check()
+        except Exception:
+            log.warning("could not re-check the session of %s", self.user_id, exc_info=True)
+            alive = True
+        finally:
+            self._checking = None
+        if not alive:
+            self._stop(CLOSE_UNAUTHENTICATED, "session ended")
+        elif not self._stopped:
+            loop = asyncio.get_running_loop()
+            self._timers[1] = loop.call_later(self.limits.session_check, self._recheck)

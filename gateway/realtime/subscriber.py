@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from gateway.realtime.wire import text_frame
 
 FrameKind = Literal["event", "ephemeral", "control"]
 
@@ -21,12 +24,26 @@ FrameKind = Literal["event", "ephemeral", "control"]
 @dataclass(frozen=True, slots=True)
 class Frame:
     """A serialised server frame; ``offset`` is set for durable events only, ``delivers``
-    to the id of a message whose ``delivered_at`` is set once a device received the frame."""
+    to the id of a message whose ``delivered_at`` is set once a device received the frame.
+
+    One frame object is shared by every device of its audience (a user's devices for a
+    durable event, every recipient's for an ephemeral one): :meth:`wire` encodes it once.
+    """
 
     text: str
     kind: FrameKind = "event"
     offset: int | None = None
     delivers: str | None = None
+    _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+    def wire(self) -> bytes:
+        """The frame as a WebSocket text frame (:func:`gateway.realtime.wire.text_frame`),
+        built on the first call and reused by every later one."""
+        wire = self._wire
+        if wire is None:
+            wire = text_frame(self.text.encode())
+            object.__setattr__(self, "_wire", wire)
+        return wire
 
 
 def event_frame(event_type: str, offset: int, data_json: str, delivers: str | None = None) -> Frame:
@@ -54,13 +71,22 @@ class Subscriber:
     Ephemeral frames are only queued while the queue is under half full, and one is evicted
     to make room for a durable frame; with no ephemeral frame to evict, the subscriber
     overflows. ``dropped`` counts the ephemeral frames lost that way.
+
+    A session may set ``sink``, which takes a frame straight to the socket when nothing is
+    queued (returning False when it cannot: the frame is then queued), and ``wake``, called
+    after a frame was queued or the subscriber overflowed, so that no task has to wait on an
+    idle connection.
     """
+
+    __slots__ = ("_frames", "_ready", "dropped", "maxsize", "overflowed", "sink", "user_id", "wake")
 
     def __init__(self, user_id: str, maxsize: int) -> None:
         self.user_id = user_id
         self.maxsize = max(2, maxsize)
         self.overflowed = asyncio.Event()
         self.dropped = 0
+        self.sink: Callable[[Frame], bool] | None = None
+        self.wake: Callable[[], None] | None = None
         self._frames: deque[Frame] = deque()
         self._ready = asyncio.Event()
 
@@ -71,15 +97,21 @@ class Subscriber:
         """Queue ``frame`` if the policy allows; returns whether it was queued."""
         if self.overflowed.is_set():
             return False
+        if not self._frames and self.sink is not None and self.sink(frame):
+            return True
         if frame.kind == "ephemeral" and len(self._frames) >= self.maxsize // 2:
             self.dropped += 1
             return False
         if frame.kind == "event" and len(self._frames) >= self.maxsize:
             if not self._evict_ephemeral():
                 self.overflowed.set()
+                if self.wake is not None:
+                    self.wake()
                 return False
         self._frames.append(frame)
         self._ready.set()
+        if self.wake is not None:
+            self.wake()
         return True
 
     def _evict_ephemeral(self) -> bool:
@@ -89,6 +121,10 @@ class Subscriber:
                 self.dropped += 1
                 return True
         return False
+
+    def pop(self) -> Frame | None:
+        """The next queued frame, or None when the queue is empty."""
+        return self._frames.popleft() if self._frames else None
 
     async def get(self) -> Frame:
         """The next queued frame, waiting until there is one."""

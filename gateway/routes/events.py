@@ -160,6 +160,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         ping_interval=settings.ws_ping_interval_seconds,
         ping_timeout=settings.ws_ping_timeout_seconds,
         max_connections=settings.ws_max_connections_per_user,
+        session_check=settings.ws_session_check_seconds,
     )
 
     async def on_frame(frame: dict[str, Any]) -> bool:
@@ -172,7 +173,6 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
             state.signals,
         )
 
-    session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame)
     # with a shared presence store the budget counts the user's devices on every process (the
     # hub below counts this process's, atomically); handshakes racing on two processes may
     # overshoot by one each
@@ -184,43 +184,30 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
             await websocket.close(code=CLOSE_TOO_MANY_CONNECTIONS, reason=reason)
         return
     device = new_id()
+
+    async def check() -> bool:
+        return await _session_alive(state.hub, state.accounts, auth, device)
+
+    session = EventSession(websocket, state.hub, auth.user.id, limits, on_frame, check)
     await presence.device_connected(state.pool, state.hub, auth.user, device, state.signals)
     # the owner is back: held peer requests complete and the agent answers them
     await release_waiting(
         state.pool, state.clock, state.agent_queue, auth.user.id, state.task_events
     )
     ready = {"user_id": auth.user.id, "did": auth.user.did}
-    running = asyncio.create_task(session.run(ready, resume))
-    watchdog = asyncio.create_task(
-        _watch_session(
-            websocket, state.hub, state.accounts, auth, device, settings.ws_session_check_seconds
-        )
-    )
     try:
-        await asyncio.wait((running, watchdog), return_when=asyncio.FIRST_COMPLETED)
+        # runs in this task: an idle connection holds no other task (gateway.realtime.session)
+        await session.run(ready, resume)
     finally:
-        for task in (running, watchdog):
-            task.cancel()
-        await asyncio.gather(running, watchdog, return_exceptions=True)
         await presence.device_disconnected(state.pool, state.hub, auth.user, device, state.signals)
 
 
-async def _watch_session(
-    websocket: WebSocket,
-    hub: EventHub,
-    accounts: Accounts,
-    auth: Authenticated,
-    device: str,
-    interval: float,
-) -> None:
-    """Close the socket with 4001 once its device session has ended (logout, revocation,
-    expiry, a disabled or deleted account): checked every ``interval`` seconds
-    (``ws_session_check_seconds``), which also renews the device's presence lease in ``hub``."""
-    while True:
-        await asyncio.sleep(interval)
-        with contextlib.suppress(Exception):  # presence is best effort; the check is not
-            await hub.ephemeral.device_alive(auth.user.id, device)
-        if not await accounts.session_alive(auth):
-            with contextlib.suppress(Exception):
-                await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="session ended")
-            return
+async def _session_alive(
+    hub: EventHub, accounts: Accounts, auth: Authenticated, device: str
+) -> bool:
+    """Whether the device's login session is still valid (False after logout, revocation,
+    expiry, a disabled or deleted account: the session then closes with 4001); also renews the
+    device's presence lease in ``hub``. Run every ``ws_session_check_seconds``."""
+    with contextlib.suppress(Exception):  # presence is best effort; the check is not
+        await hub.ephemeral.device_alive(auth.user.id, device)
+    return await accounts.session_alive(auth)

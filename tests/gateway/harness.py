@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 
 from gateway.app import create_app
 from gateway.clock import Clock
+from gateway.realtime.wire import uvicorn_options
 from gateway.settings import Settings
 from gateway.state import AppState
 
@@ -212,7 +213,8 @@ async def run_instance(
     settings = loopback_settings(database_url, port, **overrides)
     app = create_app(settings, clock=clock)
     base_url = f"http://localhost:{port}"
-    async with serve(app, port), httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+    ws = uvicorn_options(compression=settings.ws_compression)  # as `confer serve` does
+    async with serve(app, port, **ws), httpx.AsyncClient(base_url=base_url, timeout=10) as client:
         yield Instance(base_url, settings, app.state.confer, client, app)
 
 
