@@ -211,6 +211,7 @@ async def conversation_public(
                 participant_type=r["participant_type"],
                 did=r["did"],
                 name=r["name"],
+                avatar_url=r["avatar_url"],
                 role=r["role"],
                 id=r["id"],
                 joined_at=r["joined_at"],
