@@ -266,6 +266,11 @@ class ParticipantPublic(ConferModel):
     participant_type: Literal["user", "own_agent", "peer_agent"]
     did: str | None = None
     name: str | None = None
+    avatar_url: str | None = Field(
+        default=None,
+        description="The avatar the participant publishes (a peer's: its public profile's, "
+        "an absolute https/http URL on any host; clients decide whether to load it).",
+    )
     role: str | None = None
     id: Ulid | None = None
     joined_at: Timestamp | None = None

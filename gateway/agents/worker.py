@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -31,10 +32,16 @@ from gateway.clock import Clock
 from gateway.db import Transaction
 from gateway.metrics import AGENT_TASKS
 from gateway.store import agent_tasks as tasks_store
+from gateway.store import users as users_store
 from gateway.workers.supervisor import supervise
 from models import Agent
 
 log = logging.getLogger(__name__)
+
+
+Admit = Callable[[list[Agent]], Awaitable[list[Agent]]]
+"""Given the agents a message addresses, those that may answer it (the others are held for
+their owner's consent or refused: :mod:`gateway.services.local_consent`)."""
 
 
 async def enqueue_for_message(
@@ -47,6 +54,7 @@ async def enqueue_for_message(
     text: str | None = None,
     in_reply_to: str | None = None,
     conversation_type: str | None = None,
+    admit: Admit | None = None,
 ) -> list[str]:
     """Queue a task for every local agent a user's message reaches; returns the task ids.
 
@@ -56,43 +64,74 @@ async def enqueue_for_message(
       replies to one of its messages) — when the sender is its owner or the agent is public
       (``is_public``); another user's private agent never answers for them.
 
-    Only people's messages start tasks, never agents' answers, so agents cannot loop. Call
-    in the unit of work that stores the message: each task is announced on ``queue`` there.
-    A caller that knows the ``conversation_type`` passes it: only those two types start
-    tasks, so the others need no look-up.
+    ``admit`` narrows the addressed agents (another user's agent answers only when its policy
+    lets it). Only people's messages start tasks, never agents' answers, so agents cannot
+    loop. Call in the unit of work that stores the message: each task is announced on
+    ``queue`` there. A caller that knows the ``conversation_type`` passes it: only
+    ``direct_user_agent`` and ``group`` start tasks, so the others need no look-up.
     """
     conn = tx.conn
+    addressed = await addressed_agents(
+        conn,
+        conversation_id=conversation_id,
+        sender_user_id=sender_user_id,
+        text=text,
+        in_reply_to=in_reply_to,
+        conversation_type=conversation_type,
+    )
+    if admit is not None and addressed:
+        addressed = await admit(addressed)
+    return [
+        await enqueue_agent(
+            tx, queue, agent_id=a.id, conversation_id=conversation_id, message_id=message_id
+        )
+        for a in addressed
+    ]
+
+
+async def addressed_agents(
+    conn: asyncpg.Connection,
+    *,
+    conversation_id: str,
+    sender_user_id: str,
+    text: str | None,
+    in_reply_to: str | None,
+    conversation_type: str | None = None,
+) -> list[Agent]:
+    """The local agents a user's message reaches (the rules of :func:`enqueue_for_message`;
+    ``conversation_type``, when known, spares the look-ups that cannot match)."""
     if conversation_type not in (None, "direct_user_agent", "group"):
         return []
-    own = None
     if conversation_type in (None, "direct_user_agent"):
         own = await tasks_store.get_addressed_agent(
             conn, conversation_id=conversation_id, sender_user_id=sender_user_id
         )
-    if own is not None:
-        addressed = [own]
-    elif conversation_type == "direct_user_agent":
-        addressed = []
-    else:
-        replied_to = (
-            await tasks_store.get_agent_sender(conn, message_id=in_reply_to)
-            if in_reply_to
-            else None
-        )
-        addressed = [
-            agent.id
-            for agent in await tasks_store.list_group_agents(conn, conversation_id=conversation_id)
-            if (agent.user_id == sender_user_id or agent.is_public)
-            and (agent.id == replied_to or mentions(text or "", agent))
-        ]
-    task_ids = []
-    for agent_id in addressed:
-        task_id = await tasks_store.enqueue(
-            conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
-        )
-        await queue.announce(tx, tasks_store.Dispatch(agent_id, task_id, conversation_id))
-        task_ids.append(task_id)
-    return task_ids
+        if own is not None:
+            agent = await users_store.get_agent(conn, id=own)
+            return [agent] if agent is not None else []
+        if conversation_type == "direct_user_agent":
+            return []
+    replied_to = (
+        await tasks_store.get_agent_sender(conn, message_id=in_reply_to) if in_reply_to else None
+    )
+    return [
+        agent
+        for agent in await tasks_store.list_group_agents(conn, conversation_id=conversation_id)
+        if (agent.user_id == sender_user_id or agent.is_public)
+        and (agent.id == replied_to or mentions(text or "", agent))
+    ]
+
+
+async def enqueue_agent(
+    tx: Transaction, queue: TaskQueue, *, agent_id: str, conversation_id: str, message_id: str
+) -> str:
+    """Queue (or re-point) ``agent_id``'s task answering ``message_id`` and announce it on
+    ``queue`` in ``tx``; returns the task id."""
+    task_id = await tasks_store.enqueue(
+        tx.conn, agent_id=agent_id, conversation_id=conversation_id, trigger_message_id=message_id
+    )
+    await queue.announce(tx, tasks_store.Dispatch(agent_id, task_id, conversation_id))
+    return task_id
 
 
 def mentions(text: str, agent: Agent) -> bool:

@@ -9,8 +9,9 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
-from gateway.services import cards
+from gateway.services import cards, public_profiles
 from gateway.store import public_agents as store
+from gateway.store import users as users_store
 from models import Agent
 
 router = APIRouter(tags=["federation"])
@@ -75,3 +76,33 @@ async def agent_facts(agent_id: str, request: Request, state: State) -> Response
     """NANDA AgentFacts (agentfacts-format v1) of a public agent."""
     agent = await _public_agent(state, agent_id)
     return _cached(request, cards.agent_facts(state.identity, agent))
+
+
+@router.get(
+    "/users/{username}/profile.json",
+    summary="A user's public profile",
+    responses={404: {"description": "No such user"}},
+)
+async def user_profile(username: str, request: Request, state: State) -> Response:
+    """The name and avatar a user shows to other instances (``gateway.services.public_profiles``),
+    with an ETag (``If-None-Match`` → 304)."""
+    async with state.pool.acquire() as conn:
+        user = await users_store.get_user_by_username(conn, username=username)
+    if user is None:
+        raise NotFoundError(f"no user {username!r}")
+    return _cached(request, public_profiles.user_profile(user))
+
+
+@router.get(
+    "/agents/{agent_id}/profile.json",
+    summary="An agent's public profile",
+    responses={404: {"description": "No such agent"}},
+)
+async def agent_profile(agent_id: str, request: Request, state: State) -> Response:
+    """The name and avatar an agent shows to other instances, with an ETag."""
+    async with state.pool.acquire() as conn:
+        agent = await users_store.get_agent(conn, id=agent_id)
+        active = agent is not None and await users_store.account_active(conn, user_id=agent.user_id)
+    if agent is None or not active:
+        raise NotFoundError(f"no agent {agent_id!r}")
+    return _cached(request, public_profiles.agent_profile(agent))

@@ -114,6 +114,7 @@ async def post_message(
         data,
         idempotency_key=idempotency_key,
         message_requests_default=state.settings.message_requests_default,
+        consent_seconds=state.settings.permission_ttl_seconds,
     )
 
 

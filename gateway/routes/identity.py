@@ -13,6 +13,7 @@ from gateway.deps import State
 from gateway.errors import NotFoundError
 from gateway.routes import problems
 from gateway.services.identity import AGENT_FACTS_SERVICE_TYPE
+from gateway.services.public_profiles import agent_profile, profile_service, user_profile
 from gateway.store import system as system_store
 from gateway.store import users as users_store
 
@@ -47,14 +48,22 @@ async def instance_did_document(request: Request, state: State) -> Response:
 
 @router.get("/users/{username}/did.json", summary="A user's DID document", responses=problems(404))
 async def user_did_document(username: str, request: Request, state: State) -> Response:
-    """``did:web:<host>:users:<username>``: keys allowed to speak for the user, A2A endpoint."""
+    """``did:web:<host>:users:<username>``: keys allowed to speak for the user, A2A endpoint,
+    public profile (versioned by its content, so a changed profile changes the document)."""
     async with state.pool.acquire() as conn:
         user = await users_store.get_user_by_username(conn, username=username)
     if user is None:
         raise NotFoundError(f"no user {username!r}")
     identity = state.identity
+    profile = profile_service(
+        user.did,
+        f"{identity.public_url}/users/{username}/profile.json",
+        user_profile(user),
+    )
     return _document(
-        identity.did_document(user.did, endpoint=identity.endpoint_for("users", username)),
+        identity.did_document(
+            user.did, endpoint=identity.endpoint_for("users", username), extra_services=[profile]
+        ),
         request,
     )
 
@@ -70,7 +79,13 @@ async def agent_did_document(agent_id: str, request: Request, state: State) -> R
     if agent is None or not active:
         raise NotFoundError(f"no agent {agent_id!r}")  # a deleted account's agent is gone too
     identity = state.identity
-    extra = []
+    extra = [
+        profile_service(
+            agent.did,
+            f"{identity.public_url}/agents/{agent_id}/profile.json",
+            agent_profile(agent),
+        )
+    ]
     if agent.is_public:  # NANDA AgentFacts, cached by peers in peer_agents.agent_facts_json
         extra.append(
             {

@@ -24,7 +24,7 @@ from gateway.db import Transaction, transaction
 from gateway.errors import PermissionDecidedError, PermissionExpiredError, PermissionNotFoundError
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import a2a_content, key_consent
+from gateway.services import a2a_content, key_consent, local_consent
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.policy import Verdict
@@ -260,6 +260,8 @@ async def _resolve(
             settled = await key_consent.settle(conn, decided, task, now)
             outcome.task, outcome.messages, requester = settled
             outcome.also_notify.append(requester)
+    elif task is None and local_consent.is_held_message(decided):
+        await local_consent.settle(tx, deps.hub, deps.queue, decided)
     await audit_store.insert_audit(
         conn,
         action="permission.decided",

@@ -35,23 +35,20 @@ from gateway.errors import (
 from gateway.ids import new_id
 from gateway.realtime.ephemeral import EphemeralStore
 from gateway.realtime.hub import EventHub
-from gateway.services import message_requests, policy
+from gateway.services import local_consent, message_requests
 from gateway.services.attachments import link_to_message
-from gateway.services.contacts import ContactSettings
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.outbound import Post, queue_for_peers
 from gateway.services.peers import PeerDirectory
 from gateway.services.unread import unread_count
-from gateway.services.verdicts import agent_verdict
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
-from gateway.store import permissions as permissions_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
-from models import ConversationRow, Message, User
+from models import Agent, ConversationRow, Message, User
 from models.api import (
     ConversationCreate,
     ConversationPublic,
@@ -214,6 +211,7 @@ async def conversation_public(
                 participant_type=r["participant_type"],
                 did=r["did"],
                 name=r["name"],
+                avatar_url=r["avatar_url"],
                 role=r["role"],
                 id=r["id"],
                 joined_at=r["joined_at"],
@@ -389,15 +387,15 @@ _KINDS = _Kinds()
 
 async def check_agent_policy(
     pool: asyncpg.Pool, user: User, conversation_id: str, data: MessageCreate
-) -> None:
+) -> local_consent.Verdicts:
     """Another user's agent in a direct conversation meets ``user`` with the same verdict as a
-    peer (:func:`gateway.services.verdicts.agent_verdict`: the agent's policy, the user's DID
-    as the requester, no contact, the default action ``ask``). A ``deny`` raises
+    peer (:func:`gateway.services.local_consent.verdict`). A ``deny`` raises
     AgentPolicyDeniedError (403) before anything is stored; the evaluation is audited
-    (``policy.evaluated``) either way. ``ask`` lets the message through: the consent hold
-    is for peers and API keys."""
+    (``policy.evaluated``) either way. Returns the verdicts by agent id, for
+    :func:`store_user_message` to hold an ``ask`` without evaluating again."""
+    verdicts: local_consent.Verdicts = {}
     if _KINDS.get(conversation_id, "direct_user_agent") != "direct_user_agent":
-        return  # no other user's agent can be in it: spare the connection
+        return verdicts  # no other user's agent can be in it: spare the connection
     async with pool.acquire() as conn:
         conversation = await conv_store.get_conversation_for_user(
             conn, conversation_id=conversation_id, user_id=user.id
@@ -405,32 +403,20 @@ async def check_agent_policy(
         if conversation is not None:
             _KINDS.remember(conversation_id, conversation.type)
         if conversation is None or conversation.type != "direct_user_agent":
-            return
+            return verdicts
         for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
             if p["participant_type"] != "own_agent":
                 continue
             agent = await users_store.get_agent(conn, id=p["agent_id"])
             if agent is None or agent.user_id == user.id:
                 continue
-            verdict = await agent_verdict(
-                conn,
-                agent_id=agent.id,
-                owner_id=agent.user_id,
-                settings=ContactSettings(),  # a local user is no contact: trust unknown
-                requester_did=user.did,
-                action=policy.DEFAULT_ACTION,
-                text=data.content or "",
-                find_grant=functools.partial(
-                    permissions_store.find_local_grant,
-                    conn,
-                    user_id=agent.user_id,
-                    requester_id=user.id,
-                    action=policy.DEFAULT_ACTION,
-                ),
-                audit={"caller": f"user:{user.id}"},
+            verdict = await local_consent.verdict(
+                conn, agent, user, data.content or "", conversation_id
             )
             if verdict.effect == "deny":
                 raise AgentPolicyDeniedError(f"{agent.did} does not accept requests from you")
+            verdicts[agent.id] = verdict
+    return verdicts
 
 
 async def post_message(
@@ -443,6 +429,7 @@ async def post_message(
     *,
     idempotency_key: str | None = None,
     message_requests_default: bool = True,
+    consent_seconds: float = local_consent.DEFAULT_TTL_SECONDS,
 ) -> MessagePosted:
     """Store a message from ``user``, queue it for remote participants, push it to devices;
     returns it with its current ``version`` (what a ``PATCH`` names).
@@ -453,7 +440,7 @@ async def post_message(
     ObserverCannotPostError / ConversationArchivedError, and ValidationFailedError for a
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
-    await check_agent_policy(pool, user, conversation_id, data)
+    verdicts = await check_agent_policy(pool, user, conversation_id, data)
     async with transaction(pool) as tx:
         message = await store_user_message(
             tx,
@@ -464,6 +451,8 @@ async def post_message(
             data,
             idempotency_key=idempotency_key,
             message_requests_default=message_requests_default,
+            verdicts=verdicts,
+            consent_seconds=consent_seconds,
         )
         # A new message is at version 1; only an idempotent retry may return an earlier,
         # since edited, message, so only then is the version looked up.
@@ -483,12 +472,16 @@ async def store_user_message(
     *,
     idempotency_key: str | None = None,
     message_requests_default: bool = True,
+    verdicts: local_consent.Verdicts | None = None,
+    consent_seconds: float = local_consent.DEFAULT_TTL_SECONDS,
 ) -> Message:
     """The body of :func:`post_message`, inside the caller's unit of work.
 
     The ``message.created`` event is appended to every local member's stream in ``tx``, and the
     agent tasks the message starts are announced on ``queue``; both reach the bus and the
-    workers once ``tx`` commits. An idempotent retry returns the earlier message and adds
+    workers once ``tx`` commits. Another user's agent answers only as its policy says
+    (:func:`gateway.services.local_consent.admit`; ``verdicts`` reached before, requests
+    open for ``consent_seconds``). An idempotent retry returns the earlier message and adds
     nothing.
     """
     conn = tx.conn
@@ -528,16 +521,6 @@ async def store_user_message(
             request_hash=request_hash(conversation_id, data),
             message_id=message.id,
         )
-    await enqueue_for_message(
-        tx,
-        queue,
-        conversation_id=conversation_id,
-        message_id=message.id,
-        sender_user_id=user.id,
-        text=data.content,
-        in_reply_to=data.in_reply_to,
-        conversation_type=conversation.type,
-    )
     await queue_for_peers(conn, Post(message, sender_name=user.display_name or user.username))
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
     local_users = [p["user_id"] for p in participants if p["user_id"]]
@@ -559,6 +542,18 @@ async def store_user_message(
         ):
             local_users = [user.id]  # held apart for the other person: no message.created
     await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
+    # after the message's own event, so a hold's or refusal's notice follows it
+    await enqueue_for_message(
+        tx,
+        queue,
+        conversation_id=conversation_id,
+        message_id=message.id,
+        sender_user_id=user.id,
+        text=data.content,
+        in_reply_to=data.in_reply_to,
+        conversation_type=conversation.type,
+        admit=functools.partial(_admit, tx, hub, user, message, verdicts, consent_seconds),
+    )
     return message
 
 
@@ -577,6 +572,26 @@ def _posted(
         raise ValidationFailedError("in_reply_to is not a message of this conversation")
     assert outcome.message is not None
     return outcome.conversation, outcome.message
+
+
+async def _admit(
+    tx: Transaction,
+    hub: EventHub,
+    user: User,
+    message: Message,
+    verdicts: local_consent.Verdicts | None,
+    consent_seconds: float,
+    agents: list[Agent],
+) -> list[Agent]:
+    return await local_consent.admit(
+        tx,
+        hub,
+        user=user,
+        message=message,
+        agents=agents,
+        verdicts=verdicts,
+        ttl_seconds=consent_seconds,
+    )
 
 
 def request_hash(conversation_id: str, data: MessageCreate) -> str:

@@ -43,6 +43,7 @@ from gateway.services.contacts import contact_settings
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
+from gateway.services.public_profiles import display_name
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
 from gateway.store import audit as audit_store
@@ -638,20 +639,6 @@ async def _relay(
     if claim is None or claim.home != groups.instance_did(recipient.did):
         return
     await outbound.queue_for_peers(conn, outbound.Post(message, sender_name=confer.senderName))
-
-
-MAX_NAME_CHARS = 128
-"""The longest display name kept for a peer (a local user's limit)."""
-
-
-def display_name(claimed: str | None) -> str | None:
-    """A peer's ``senderName`` fit to show: control characters dropped, whitespace collapsed,
-    at most :data:`MAX_NAME_CHARS` characters; None when nothing is left."""
-    if not claimed:
-        return None
-    kept = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in claimed)
-    shown = " ".join(kept.split())
-    return shown[:MAX_NAME_CHARS] or None
 
 
 async def _peer_conversation(

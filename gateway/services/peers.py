@@ -30,6 +30,7 @@ from gateway.metrics import DID_RESOLUTIONS
 from gateway.services.did_budget import DIDBudgetExhaustedError, KeyedLocks, ResolutionBudget
 from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import A2A_SERVICE_TYPE, AGENT_FACTS_SERVICE_TYPE, Identity
+from gateway.services.public_profiles import PROFILE_SERVICE_TYPE, clean_profile
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
 from models import Agent, PeerAgentRow, User
@@ -83,6 +84,9 @@ def _facts(cached: PeerAgentRow | None) -> dict[str, Any]:
 
 
 MAX_REMEMBERED_FAILURES = 10_000
+Profile = tuple[str | None, str | None]
+"""A peer's cleaned public profile: display name and avatar URL."""
+NO_PROFILE: Profile = (None, None)
 
 KEY_MEMO_SECONDS = 5.0
 """How long a verified request's ``(peer, key)`` is reused from memory for the same ``keyid``
@@ -251,7 +255,17 @@ class PeerDirectory:
         if facts is None:
             stored = cached.agent_facts_json if cached else None
             facts = stored if isinstance(stored, dict) else {}
-        return await self._store(did, cached, result, endpoint, facts, now)
+        profile = await self._profile(did, document)
+        peer = await self._store(did, cached, result, endpoint, facts, now)
+        async with self._pool.acquire() as conn:
+            if profile == NO_PROFILE:
+                await peers_store.delete_profile(conn, peer_id=peer.id)
+            elif profile is not None:
+                name, avatar = profile
+                await peers_store.save_profile(
+                    conn, peer_id=peer.id, display_name=name, avatar_url=avatar, fetched_at=now
+                )
+        return peer
 
     async def _store(
         self,
@@ -276,26 +290,42 @@ class PeerDirectory:
                 fetched_at=now,
             )
 
+    async def _extra(self, did: str, document: DIDDocument, service: str) -> dict[str, Any] | None:
+        """The JSON object the document's ``service`` lists on the DID's own origin, fetched
+        under the resolver's rules and the DID's budget; None when it lists none, or the fetch
+        fails (logged): extras never block resolution."""
+        url = document.service_endpoint(service)
+        if not url or not _same_origin(did, url, self._allow_http):
+            return None
+        try:
+            if self._budget is None:
+                return await self._resolver.fetch_json(url)
+            host = await self._budget.spend(did, document=False)
+            async with self._budget.fetching(host):
+                return await self._resolver.fetch_json(url)
+        except DIDError as exc:  # the budget's refusal included
+            log.info("%s of %s not fetched: %s", service, did, exc)
+            return None
+
     async def _agent_facts(self, did: str, document: DIDDocument) -> dict[str, Any] | None:
         """The peer's NANDA AgentFacts when its document lists them on its own origin.
 
         None when it lists none or the fetch fails: AgentFacts are self-asserted extras and
         never block resolution (protocols brief §5.4).
         """
-        url = document.service_endpoint(AGENT_FACTS_SERVICE_TYPE)
+        facts = await self._extra(did, document, AGENT_FACTS_SERVICE_TYPE)
+        return facts if facts is not None and facts.get("id") in (None, did) else None
+
+    async def _profile(self, did: str, document: DIDDocument) -> Profile | None:
+        """The peer's public profile, cleaned (:func:`public_profiles.clean_profile`):
+        ``(name, avatar URL)``, ``(None, None)`` when its document lists none on its own
+        origin or nothing in it is usable (so none is cached); None when the fetch fails or the profile names another
+        DID (the cached one stays). Never raises: a profile never blocks resolution."""
+        url = document.service_endpoint(PROFILE_SERVICE_TYPE)
         if not url or not _same_origin(did, url, self._allow_http):
-            return None
-        try:
-            if self._budget is None:
-                facts = await self._resolver.fetch_json(url)
-            else:
-                host = await self._budget.spend(did, document=False)
-                async with self._budget.fetching(host):
-                    facts = await self._resolver.fetch_json(url)
-        except DIDError as exc:
-            log.info("AgentFacts of %s not fetched: %s", did, exc)
-            return None
-        return facts if facts.get("id") in (None, did) else None
+            return NO_PROFILE
+        raw = await self._extra(did, document, PROFILE_SERVICE_TYPE)
+        return clean_profile(did, raw) if raw is not None else None
 
     async def authentication_key(self, keyid: str) -> tuple[PeerAgentRow, Ed25519PublicKey]:
         """The peer behind the DID URL ``keyid`` and its key, authorised for authentication.

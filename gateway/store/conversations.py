@@ -141,13 +141,16 @@ async def list_conversations_for_user(
 async def list_participants(
     conn: asyncpg.Connection, *, conversation_id: str
 ) -> list[dict[str, Any]]:
-    """Participants with their DID, display name, (for peers) A2A endpoint and whether the
+    """Participants with their DID, display name and avatar URL (for peers: their published
+    profile's, else the signed ``senderName``), (for peers) A2A endpoint and whether the
     account behind them was deleted, by join order."""
     records = await conn.fetch(
         """SELECT p.id, p.participant_type, p.user_id, p.agent_id, p.peer_id, p.role,
                   p.joined_at,
                   COALESCE(u.did, a.did, pa.did) AS did,
-                  COALESCE(u.display_name, u.username, a.name, pa.name) AS name,
+                  COALESCE(u.display_name, u.username, a.name, pp.display_name, pa.name)
+                    AS name,
+                  COALESCE(u.avatar_url, a.avatar_url, pp.avatar_url) AS avatar_url,
                   pa.endpoint AS endpoint,
                   COALESCE(u.deleted_at, au.deleted_at) IS NOT NULL AS deleted
            FROM conversation_participants p
@@ -155,6 +158,7 @@ async def list_participants(
            LEFT JOIN agents a ON a.id = p.agent_id
            LEFT JOIN users au ON au.id = a.user_id
            LEFT JOIN peer_agents pa ON pa.id = p.peer_id
+           LEFT JOIN peer_profiles pp ON pp.peer_id = p.peer_id
            WHERE p.conversation_id = $1 ORDER BY p.id""",
         conversation_id,
     )

@@ -28,13 +28,56 @@ async def get_peer(conn: asyncpg.Connection, *, id: str) -> PeerAgentRow | None:
 
 
 async def set_peer_name(conn: asyncpg.Connection, *, id: str, name: str) -> None:
-    """Remember the display name a peer gave itself (no write when it is unchanged)."""
+    """Remember the display name a peer gave itself (no write when it is unchanged); the
+    newest signed claim also stands for its published profile's name until that is fetched
+    again (``peer_profiles``)."""
     await conn.execute(
         "UPDATE peer_agents SET name = $2, updated_at = NOW() "
         "WHERE id = $1 AND name IS DISTINCT FROM $2",
         id,
         name,
     )
+    await conn.execute(
+        "UPDATE peer_profiles SET display_name = $2 "
+        "WHERE peer_id = $1 AND display_name IS DISTINCT FROM $2",
+        id,
+        name,
+    )
+
+
+async def save_profile(
+    conn: asyncpg.Connection,
+    *,
+    peer_id: str,
+    display_name: str | None,
+    avatar_url: str | None,
+    fetched_at: datetime,
+) -> None:
+    """Cache the public profile a peer publishes (migration 0026, ``peer_profiles``)."""
+    await conn.execute(
+        """INSERT INTO peer_profiles (peer_id, display_name, avatar_url, fetched_at)
+           VALUES ($1, $2, $3, $4)
+           ON CONFLICT (peer_id) DO UPDATE SET display_name = EXCLUDED.display_name,
+             avatar_url = EXCLUDED.avatar_url, fetched_at = EXCLUDED.fetched_at""",
+        peer_id,
+        display_name,
+        avatar_url,
+        fetched_at,
+    )
+
+
+async def delete_profile(conn: asyncpg.Connection, *, peer_id: str) -> None:
+    """Forget a peer's public profile (its document no longer lists one)."""
+    await conn.execute("DELETE FROM peer_profiles WHERE peer_id = $1", peer_id)
+
+
+async def get_profile(conn: asyncpg.Connection, *, peer_id: str) -> dict[str, Any] | None:
+    """The cached profile of ``peer_id`` (``display_name``, ``avatar_url``, ``fetched_at``)."""
+    record = await conn.fetchrow(
+        "SELECT display_name, avatar_url, fetched_at FROM peer_profiles WHERE peer_id = $1",
+        peer_id,
+    )
+    return dict(record) if record else None
 
 
 async def upsert_peer(

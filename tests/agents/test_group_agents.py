@@ -15,6 +15,14 @@ async def rename_agent(user: User, name: str) -> None:
     assert response.status_code == 200, response.text
 
 
+async def open_to_everyone(user: User) -> None:
+    """Make the user's agent public with a policy that lets anyone ask (``auto``): another
+    user's agent answers only as its policy says, and the default ``ask`` waits for consent."""
+    body = {"is_public": True, "policies": {"default": "auto", "rules": []}}
+    response = await user.request("PATCH", "/v1/agents/me", json=body)
+    assert response.status_code == 200, response.text
+
+
 async def post(user: User, cid: str, text: str, **extra: Any) -> dict[str, Any]:
     response = await user.request(
         "POST", f"/v1/conversations/{cid}/messages", json={"content": text, **extra}
@@ -87,9 +95,9 @@ async def test_mentions_and_replies_start_the_addressed_agents_only(database_url
         assert [m["sender_id"] for m in answers][-1] == agent_id(alice)
         assert len(answers) == 3
 
-        # two agents addressed at once: each answers, one after the other
-        public = await bob.request("PATCH", "/v1/agents/me", json={"is_public": True})
-        assert public.status_code == 200
+        # two agents addressed at once: each answers, one after the other (bob's agent lets
+        # anyone ask: another user's agent answers only as its policy says)
+        await open_to_everyone(bob)
         await post(alice, cid, "@Ada and @bard: status?")
         await settled(instance)
         answers = await agent_messages(alice, cid)
@@ -131,7 +139,7 @@ async def test_a_public_agent_keeps_its_owners_memories_from_others(database_url
         alice = await instance.register("alice")
         bob = await instance.register("bob")
         await rename_agent(alice, "Ada")
-        await alice.request("PATCH", "/v1/agents/me", json={"is_public": True})
+        await open_to_everyone(alice)
         remembered = await alice.request(
             "POST",
             f"/v1/agents/{agent_id(alice)}/memories",
@@ -175,7 +183,7 @@ async def test_a_public_agent_answers_another_user_directly(database_url: str) -
     async with run_instance(database_url) as instance:
         alice = await instance.register("alice")
         bob = await instance.register("bob")
-        await alice.request("PATCH", "/v1/agents/me", json={"is_public": True})
+        await open_to_everyone(alice)
         await alice.request(
             "POST",
             f"/v1/agents/{agent_id(alice)}/memories",
@@ -212,7 +220,7 @@ async def test_each_addressed_agent_answers_the_message_not_the_answer_before_it
         await rename_agent(bob, "Bard")
         for user in (alice, bob):
             await set_model(database_url, user, "brain", "loop", "m")
-        await bob.request("PATCH", "/v1/agents/me", json={"is_public": True})
+        await open_to_everyone(bob)
         group = await alice.request(
             "POST",
             "/v1/conversations",

@@ -36,6 +36,8 @@ class FakePeer:
     fetches: int = 0
     document: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    files: dict[str, bytes] = field(default_factory=dict)
+    """More JSON it serves, by path (``/users/mallory/profile.json``), as the test wrote it."""
 
     @property
     def did(self) -> str:
@@ -126,6 +128,14 @@ async def run_fake_peer() -> AsyncIterator[FakePeer]:
         peer.fetches += 1
         return JSONResponse(peer.document, media_type="application/did+json", headers=peer.headers)
 
-    app = Starlette(routes=[Route("/users/mallory/did.json", did_document)])
+    async def file(request: Request) -> Response:
+        body = peer.files.get(request.url.path)
+        if body is None:
+            return Response(status_code=404)
+        return Response(body, media_type="application/json")
+
+    app = Starlette(
+        routes=[Route("/users/mallory/did.json", did_document), Route("/{path:path}", file)]
+    )
     async with serve(app, port):
         yield peer

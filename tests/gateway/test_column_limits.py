@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 
 from a2a import protocol, signatures
 from did import resolver, web
+from gateway.services import public_profiles
 from tests.gateway.harness import free_port
 from tests.gateway.serving import Served, confer_serve, serve_env
 
@@ -55,6 +56,8 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
             ("peer_agents", "name"),
             ("peer_agents", "organization"),
             ("peer_agents", "did"),
+            ("peer_profiles", "display_name"),  # a peer's published profile, cleaned
+            ("peer_profiles", "avatar_url"),
             ("signature_nonces", "keyid"),
             ("signature_nonces", "nonce"),
             ("permissions", "action"),
@@ -153,6 +156,8 @@ def _federation_bounds() -> dict[tuple[str, str], int]:
         ("signature_nonces", "nonce"): signatures.MAX_NONCE_LENGTH,
         ("peer_agents", "etag"): resolver.MAX_ETAG_LENGTH,
         ("peer_agents", "did"): web.MAX_DID_LENGTH,
+        ("peer_profiles", "display_name"): public_profiles.MAX_NAME_CHARS,
+        ("peer_profiles", "avatar_url"): public_profiles.MAX_AVATAR_URL_CHARS,
         ("federation_inbox", "origin_did"): web.MAX_DID_LENGTH,
         ("federation_inbox", "recipient_did"): web.MAX_DID_LENGTH,
         ("messages", "sender_did"): web.MAX_DID_LENGTH,

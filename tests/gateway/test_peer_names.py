@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gateway.services.federation import MAX_NAME_CHARS, display_name
+from gateway.services.public_profiles import MAX_NAME_CHARS, display_name
 from tests.gateway.harness import run_instance
 from tests.gateway.test_group_replicas import arrived
 
