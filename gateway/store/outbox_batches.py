@@ -1,4 +1,4 @@
-"""Claiming the outbox in lanes (migration 0023), and what each destination accepts in one
+"""Claiming the outbox in lanes (migration 0024), and what each destination accepts in one
 request (the batch extension its Agent Card declares).
 
 A delivery's ``lane`` is its conversation: order holds per destination and lane, so several
