@@ -320,7 +320,8 @@ class PeerDirectory:
         """The peer's public profile, cleaned (:func:`public_profiles.clean_profile`):
         ``(name, avatar URL)``, ``(None, None)`` when its document lists none on its own
         origin or nothing in it is usable (so none is cached); None when the fetch fails or
-        the profile names another DID (the cached one stays). Never raises: a profile never blocks resolution."""
+        the profile names another DID (the cached one stays). Never raises: a profile never
+        blocks resolution."""
         url = document.service_endpoint(PROFILE_SERVICE_TYPE)
         if not url or not _same_origin(did, url, self._allow_http):
             return NO_PROFILE
