@@ -55,6 +55,7 @@ from bench.fanout import (  # noqa: E402
     percentile,
     raise_fd_limit,
     receive_until,
+    register,
 )
 from bench.plots import draw, table  # noqa: E402
 
@@ -141,45 +142,6 @@ async def healthy(base: str, within: float = 180.0) -> None:
                     return
             await asyncio.sleep(0.1)
     raise RuntimeError(f"{base} did not become healthy within {within:.0f} s")
-
-
-async def register(url: str, public_url: str, names: list[str]) -> list[dict[str, Any]]:
-    """Register users through Confer's own ``Accounts.register`` on the bench's database, with
-    a cheap argon2 (the bench never logs in), so thousands take seconds; the tokens are real
-    access tokens of the gateway under test. Returns each ``TokenPublic`` as JSON."""
-    from gateway.clock import Clock
-    from gateway.db import create_pool
-    from gateway.services.accounts import Accounts
-    from gateway.services.identity import load_identity
-    from gateway.settings import Settings
-    from models.api import RegisterCreate
-
-    settings = Settings(
-        public_url=public_url,
-        database_url=url,
-        rate_limit_register_ip="1000000/hour",
-        argon2_time_cost=1,
-        argon2_memory_kib=64,
-        argon2_parallelism=1,
-    )
-    pool = await create_pool(url, min_size=1, max_size=4)
-    try:
-        identity = await load_identity(
-            pool, public_url=public_url, signature_window=settings.signature_window_seconds
-        )
-        accounts = Accounts(pool, identity, Clock(), settings)
-        semaphore = asyncio.Semaphore(4)
-
-        async def one(name: str) -> dict[str, Any]:
-            async with semaphore:
-                token = await accounts.register(
-                    RegisterCreate(username=name, password="correct horse battery"), ip=None
-                )
-                return token.model_dump(mode="json")
-
-        return list(await asyncio.gather(*(one(n) for n in names)))
-    finally:
-        await pool.close()
 
 
 def p50_p99(values: list[float]) -> tuple[float, float]:
