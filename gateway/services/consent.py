@@ -27,6 +27,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services import a2a_content, key_consent, local_consent
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.outbound import Post, queue_for_peers
+from gateway.services.permission_requests import open_request
 from gateway.services.policy import Verdict
 from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient, TaskEvents, record_update
@@ -83,43 +84,21 @@ async def request_consent(
         "text": text[:1000],
         "reason": verdict.reason,
     }
-    permission = await store.insert_permission(
+    return await open_request(
         conn,
-        id=new_id(),
-        user_id=recipient.user_id,
+        owner_id=recipient.user_id,
         peer_id=peer.id,
-        action=action,
-        scope=scope,
-        level=verdict.level,
         requested_by=peer.id,
+        action=action,
+        level=verdict.level,
+        scope=scope,
         expires_at=expires_at,
+        notice_in=conversation_id,
+        requester_name=peer.name or peer.did,
+        requester_did=peer.did,
+        text=text,
+        refs={"task_id": task_id},
     )
-    message = await messages_store.insert_message(
-        conn,
-        id=new_id(),
-        conversation_id=conversation_id,
-        sender_type="system",
-        sender_id=permission.id,
-        sender_did=None,
-        content_type="permission_request",
-        content=f"{peer.name or peer.did} asks to {action} ({verdict.level}): {text[:200]}",
-        content_json={
-            "permission_id": permission.id,
-            "peer_did": peer.did,
-            "action": action,
-            "level": verdict.level,
-            "task_id": task_id,
-            "expires_at": expires_at.isoformat(),
-        },
-    )
-    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
-    await audit_store.insert_audit(
-        conn,
-        action="permission.requested",
-        user_id=recipient.user_id,
-        details={"permission_id": permission.id, "peer": peer.did, "level": verdict.level},
-    )
-    return permission, message
 
 
 async def announce_request(

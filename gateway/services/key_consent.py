@@ -21,10 +21,10 @@ from gateway.services import a2a_content, policy
 from gateway.services.callers import A2ACaller
 from gateway.services.contacts import ContactSettings
 from gateway.services.direct import api_conversation
+from gateway.services.permission_requests import open_request
 from gateway.services.settlement import is_allowed, settle_task
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
-from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import messages as messages_store
@@ -92,51 +92,20 @@ async def request_consent(
         "requester_user_id": requester.id,
         "requester_did": requester.did,
     }
-    permission = await permissions_store.insert_permission(
+    return await open_request(
         conn,
-        id=new_id(),
-        user_id=recipient.user_id,
+        owner_id=recipient.user_id,
         peer_id=None,
-        action=action,
-        scope=scope,
-        level=result.level,
         requested_by=requester.id,
+        action=action,
+        level=result.level,
+        scope=scope,
         expires_at=expires_at,
-    )
-    notice = await _notice(conn, permission, requester.username, requester.did, text)
-    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
-    await audit_store.insert_audit(
-        conn,
-        action="permission.requested",
-        user_id=recipient.user_id,
-        details={"permission_id": permission.id, "peer": requester.did, "level": result.level},
-    )
-    return permission, notice
-
-
-async def _notice(
-    conn: asyncpg.Connection, permission: PermissionRow, name: str, did: str, text: str
-) -> Message:
-    """The owner's ``permission_request`` message in the conversation of the request."""
-    scope: dict[str, Any] = permission.scope_json  # type: ignore[assignment]
-    assert permission.expires_at is not None
-    return await messages_store.insert_message(
-        conn,
-        id=new_id(),
-        conversation_id=scope["conversation_id"],
-        sender_type="system",
-        sender_id=permission.id,
-        sender_did=None,
-        content_type="permission_request",
-        content=f"{name} asks to {permission.action} ({permission.level}): {text[:200]}",
-        content_json={
-            "permission_id": permission.id,
-            "peer_did": did,
-            "action": permission.action,
-            "level": permission.level,
-            "task_id": scope["task_id"],
-            "expires_at": permission.expires_at.isoformat(),
-        },
+        notice_in=conversation_id,
+        requester_name=requester.username,
+        requester_did=requester.did,
+        text=text,
+        refs={"task_id": task_id},
     )
 
 

@@ -42,10 +42,10 @@ from gateway.realtime.hub import EventHub
 from gateway.services import policy
 from gateway.services.contacts import ContactSettings, contact_settings
 from gateway.services.direct import api_conversation
+from gateway.services.permission_requests import open_request
 from gateway.services.settlement import is_allowed
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
-from gateway.store import audit as audit_store
 from gateway.store import conversations as conv_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
@@ -155,43 +155,20 @@ async def _hold(
         "requester_user_id": user.id,
         "requester_did": user.did,
     }
-    permission = await permissions_store.insert_permission(
+    permission, notice = await open_request(
         conn,
-        id=new_id(),
-        user_id=agent.user_id,
+        owner_id=agent.user_id,
         peer_id=None,
-        action=policy.DEFAULT_ACTION,
-        scope=scope,
-        level=result.level,
         requested_by=user.id,
+        action=policy.DEFAULT_ACTION,
+        level=result.level,
+        scope=scope,
         expires_at=expires_at,
-    )
-    name = user.display_name or user.username
-    notice = await messages_store.insert_message(
-        conn,
-        id=new_id(),
-        conversation_id=notice_in,
-        sender_type="system",
-        sender_id=permission.id,
-        sender_did=None,
-        content_type="permission_request",
-        content=f"{name} asks to {permission.action} ({result.level}): {text[:200]}",
-        content_json={
-            "permission_id": permission.id,
-            "peer_did": user.did,
-            "action": permission.action,
-            "level": result.level,
-            "conversation_id": message.conversation_id,
-            "message_id": message.id,
-            "expires_at": expires_at.isoformat(),
-        },
-    )
-    await conv_store.touch_conversation(conn, conversation_id=notice_in)
-    await audit_store.insert_audit(
-        conn,
-        action="permission.requested",
-        user_id=agent.user_id,
-        details={"permission_id": permission.id, "peer": user.did, "level": result.level},
+        notice_in=notice_in,
+        requester_name=user.display_name or user.username,
+        requester_did=user.did,
+        text=text,
+        refs={"conversation_id": message.conversation_id, "message_id": message.id},
     )
     owner = [agent.user_id]
     await hub.append(
