@@ -1,7 +1,7 @@
 // Per-destination delivery status of my messages in a conversation with members on other
 // instances (docs/conversations.md "Delivery status"): loaded once per message, then kept
 // current by `message.delivery_updated` events (store.apply).
-import { Conversation, Delivery, Message } from "./store";
+import { Conversation, Delivery, Message, newerDelivery } from "./store";
 import { didHost, store, useStore } from "./ui";
 
 const asked = new Set<string>();
@@ -21,11 +21,11 @@ export async function loadDeliveries(conv: Conversation, list: Message[]): Promi
     asked.add(m.id);
     try {
       const page = await store.api.call("GET", `/v1/conversations/${conv.id}/messages/${m.id}/deliveries`);
-      // An event may have arrived while asking: keep whichever entry is newer (more attempts).
+      // An event may have arrived while asking: keep whichever view of each is newer.
       const live = new Map((store.deliveries.get(m.id) ?? []).map((d) => [d.id, d]));
       const merged = (page.items as Delivery[]).map((d) => {
         const seen = live.get(d.id);
-        return seen && seen.attempts > d.attempts ? seen : d;
+        return seen ? newerDelivery(seen, d) : d;
       });
       store.deliveries.set(m.id, merged);
       store.changed();

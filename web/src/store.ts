@@ -49,6 +49,15 @@ export interface Delivery {
   reason?: string | null;
   parked?: boolean;
 }
+const STATE_RANK: Record<Delivery["state"], number> = { queued: 0, retrying: 1, delivered: 2, failed: 2 };
+
+/** The later of two views of one delivery: more attempts, or at equal attempts the further
+ * state (a claim counts its attempt before the outcome is recorded, so a page read during the
+ * request says "queued" with the same count as the "delivered" event that follows it). */
+export function newerDelivery(a: Delivery, b: Delivery): Delivery {
+  if (a.attempts !== b.attempts) return a.attempts > b.attempts ? a : b;
+  return STATE_RANK[a.state] >= STATE_RANK[b.state] ? a : b;
+}
 /** A stored translation of a message (``POST …/translation``, ``message.translated``). */
 export interface Translated {
   to: string;
@@ -375,8 +384,11 @@ export class Store {
         this.presence.set(d.user_id, d.status);
         break;
       case "message.delivery_updated": {
-        const known = (this.deliveries.get(d.message_id) ?? []).filter((x) => x.id !== d.delivery.id);
-        this.deliveries.set(d.message_id, [...known, d.delivery]);
+        const list = this.deliveries.get(d.message_id) ?? [];
+        const seen = list.find((x) => x.id === d.delivery.id);
+        // A page read while this event was on its way may already hold a later state.
+        if (seen && newerDelivery(seen, d.delivery) === seen) break;
+        this.deliveries.set(d.message_id, [...list.filter((x) => x.id !== d.delivery.id), d.delivery]);
         break;
       }
       case "message.translated":
