@@ -69,6 +69,7 @@ $(BENCH_STAMP): $(STAMP)
 ## Every bench to the end with its default settings; the scaling curves in their quick form.
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/send.py
 	$(BIN)/python bench/roundtrip.py
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/agent.py

@@ -1,7 +1,7 @@
 """The own-agent path: user message → agent task → streamed, stored answer, and context assembly.
 
-Run: ``python bench/agent.py`` (PostgreSQL at CONFER_BENCH_DATABASE_URL, default the local
-server; a scratch database is created and dropped). One Confer instance runs in this process
+Run: ``python bench/agent.py`` (PostgreSQL as ``bench/databases.py`` picks
+it; a scratch database is created and dropped). One Confer instance runs in this process
 on loopback, beside a loopback LLM provider speaking the OpenAI-compatible streaming wire
 format that answers at once (so the figures are Confer's own overhead, not a model's):
 

@@ -1,12 +1,12 @@
 """Concept search latency with and without ``contested``, on a large concept graph.
 
 The semantic-memory spec promises that ``contested`` (one aggregate query per batch, never the
-subgraph) leaves search throughput alone; this measures it. A scratch database is created on
-CONFER_BENCH_DATABASE_URL (a PostgreSQL admin DSN; default the local server), migrated, and
-dropped afterwards. One Confer instance runs in this process; one user's main agent gets
-``--concepts`` concepts (10 % archived, random words in names and descriptions, several domains
-and projects) and ``--relations`` relations among them (a fifth of them ``contradicts`` or
-``supersedes``, so many hits are contested), bulk-loaded with COPY.
+subgraph) leaves search throughput alone; this measures it. A scratch database is created on the
+PostgreSQL ``bench/databases.py`` picks (CONFER_BENCH_DATABASE_URL, the local server or the
+embedded one), migrated, and dropped afterwards. One Confer instance runs in this process; one
+user's main agent gets ``--concepts`` concepts (10 % archived, random words in names and
+descriptions, several domains and projects) and ``--relations`` relations among them (a fifth of
+them ``contradicts`` or ``supersedes``, so many hits are contested), bulk-loaded with COPY.
 
 Then ``--queries`` full-text searches (limit 10, the MCP default) run through the search
 service (:func:`gateway.services.concepts.search`) with ``contested`` on and off, alternating

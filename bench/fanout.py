@@ -1,7 +1,7 @@
 """Fan-out, send throughput and memory of Confer's real-time path, beside raw baselines.
 
-Run: ``python bench/fanout.py`` (PostgreSQL at CONFER_BENCH_DATABASE_URL, default the local
-server; a scratch database is created and dropped). Everything runs on loopback:
+Run: ``python bench/fanout.py`` (PostgreSQL as ``bench/databases.py`` picks
+it; a scratch database is created and dropped). Everything runs on loopback:
 
 1. Fan-out: one message POSTed to a group whose members each have a WebSocket open (50 and
    1,000 members by default, ``--sizes``): p50/p99 from the POST to the last client's receipt,
@@ -41,9 +41,6 @@ import httpx
 import websockets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ADMIN_DSN = os.environ.get(
-    "CONFER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 PASSWORD = "correct horse battery"
 ACCESS_TOKEN_TTL = 6 * 3600  # on a loaded machine registering 1,000 users outlasts the default
 
@@ -98,19 +95,14 @@ def rss_kib(pid: int) -> int:
 
 @contextlib.asynccontextmanager
 async def scratch_database() -> AsyncIterator[str]:
-    from gateway import migrations
-    from gateway.embedded import with_database
+    """A migrated scratch database on the server :func:`databases.admin_dsn` picks (the local
+    one, ``CONFER_BENCH_DATABASE_URL``, or the embedded PostgreSQL on a fresh machine),
+    dropped at exit; its URL is yielded."""
+    from bench.databases import admin_dsn
+    from bench.databases import scratch_database as scratch
 
-    name = f"confer_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(ADMIN_DSN, name)
-    try:
-        await asyncio.to_thread(migrations.upgrade, url)
+    async with scratch(admin_dsn()) as url:
         yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 @contextlib.asynccontextmanager

@@ -1,8 +1,9 @@
 """Send throughput of one busy conversation: one sender, 16 posts in flight, one recipient.
 
 Run: ``python bench/send.py [--posts 2000] [--baseline /path/to/other/checkout]``
-(PostgreSQL at CONFER_BENCH_DATABASE_URL, default the local server; each server gets a scratch
-database, created and dropped). Everything runs on loopback.
+(PostgreSQL as ``bench/databases.py`` picks it: CONFER_BENCH_DATABASE_URL, the local server or
+the embedded one; each server gets a scratch database, created and dropped). Everything runs
+on loopback.
 
 alice posts into her direct conversation with bob (whose WebSocket is open, so each post is
 stored and fanned out) with ``--in-flight`` requests at once. Per server it prints posts per
