@@ -23,7 +23,7 @@ from gateway.agents.keys import stored_key
 from gateway.agents.queue import TaskQueue, build_task_queue
 from gateway.agents.worker import AgentWorker
 from gateway.clock import Clock
-from gateway.db import create_pool
+from gateway.db import GroupCommit, create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.errors import FederationRefusedError
 from gateway.federation_auth import refusal_handler
@@ -225,6 +225,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 context=context,
                 keyring=keyring,
                 agent_queue=agent_queue,
+                posts=GroupCommit(settings.post_group_commit_max),
                 storage=storage,
                 task_events=TaskEvents(hub.bus),
                 federation_policy=federation_policy,

@@ -17,16 +17,20 @@ Code inside the transaction registers such work with :meth:`Transaction.call_aft
 calls it, in registration order, after ``COMMIT`` — never after a rollback. This is the shape of
 Synapse's ``LoggingTransaction.call_after``: no value threaded back through return types, no
 second transaction, no context variable.
+
+:class:`GroupCommit` lets units of work on one key (a conversation) that arrive while another
+is being written share one transaction, each in its own ``SAVEPOINT``: group commit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -36,6 +40,8 @@ log = logging.getLogger(__name__)
 
 AfterCommit = Callable[[], Awaitable[None]]
 """A coroutine function run once the transaction has committed."""
+
+T = TypeVar("T")
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -234,3 +240,99 @@ async def transaction(pool: asyncpg.Pool) -> AsyncIterator[Transaction]:
         async with conn.transaction():
             yield tx
     await tx.run_after_commit()
+
+
+_Pending = tuple[Callable[[Transaction], Awaitable[Any]], "asyncio.Future[Any]"]
+
+
+class GroupCommit:
+    """Group commit: units of work on one key that arrive while another of that key is being
+    written share one transaction.
+
+    :meth:`run` starts the first work of a key at once, in a transaction of its own. Works of
+    the same key that arrive meanwhile wait, then run together, in arrival order, each in a
+    ``SAVEPOINT`` of one transaction that commits once: one ``BEGIN``/``COMMIT`` and one WAL
+    flush for the batch, and a lock the works all take (a conversation's row) taken once and
+    handed to no other transaction between them. At most ``max_batch`` works share one
+    transaction.
+
+    What each caller sees is what it would see alone: a work that raises rolls back to its
+    savepoint (its writes and its after-commit registrations go, the others' stay) and its
+    caller gets the exception; a failed ``BEGIN``/``COMMIT`` (or no free connection) fails
+    every caller of that batch, nothing of it stored. Callers get their results only after
+    the commit and after the batch's after-commit work has run (in registration order, so in
+    arrival order). A caller cancelled before its work started is skipped; once started, its
+    work commits with the batch. Works of one key therefore run one at a time, in arrival
+    order, each exactly once; keys do not wait for each other. Works are run by a task of
+    this object, never by the caller's, so a caller that goes away cancels nobody else's work.
+    """
+
+    def __init__(self, max_batch: int = 32) -> None:
+        self.max_batch = max_batch
+        self._queues: dict[str, list[_Pending]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(
+        self, pool: asyncpg.Pool, key: str, work: Callable[[Transaction], Awaitable[T]]
+    ) -> T:
+        """``await work(tx)`` in a transaction shared with other works of ``key`` (class
+        docstring); returns its result or raises its exception (or the batch's)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append((work, future))
+        else:
+            self._queues[key] = [(work, future)]
+            task = asyncio.create_task(self._drain(pool, key))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        result: T = await future
+        return result
+
+    async def _drain(self, pool: asyncpg.Pool, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:  # nothing awaits between the last check and the removal below
+                batch = [p for p in queue[: self.max_batch] if not p[1].cancelled()]
+                del queue[: self.max_batch]
+                if batch:
+                    await self._commit(pool, batch)
+        finally:
+            del self._queues[key]
+            for _, future in queue:  # only when this task itself was cancelled
+                future.cancel()
+
+    async def _commit(self, pool: asyncpg.Pool, batch: list[_Pending]) -> None:
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        try:
+            async with pool.acquire() as conn:
+                tx = Transaction(conn)
+                async with conn.transaction():
+                    if len(batch) == 1:  # alone: no savepoint, its exception rolls back
+                        outcomes.append((batch[0][1], await batch[0][0](tx), None))
+                    else:
+                        for work, future in batch:
+                            try:
+                                async with tx.savepoint():
+                                    outcomes.append((future, await work(tx), None))
+                            except Exception as exc:
+                                outcomes.append((future, None, exc))
+        except BaseException as exc:
+            for _, future in batch:
+                if future.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        await tx.run_after_commit()
+        for future, value, error in outcomes:
+            if future.done():  # its caller went away while the batch ran
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)

@@ -54,6 +54,13 @@ class Settings(BaseSettings):
         description="asyncpg's prepared-statement cache per pool connection; 0 behind "
         "pgbouncer in transaction pooling mode.",
     )
+    post_group_commit_max: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        description="Most concurrent posts to one conversation that share one transaction "
+        "(group commit, each in its own savepoint); 1 gives every post its own.",
+    )
     data_dir: Path = Path(".data")
     migrate_on_start: bool = True
     db_pool_min: int = Field(default=1, gt=0)

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from did.outbound import OutboundPolicy
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
+from gateway.db import GroupCommit
 from gateway.metrics import InstanceCollector
 from gateway.realtime.hub import EventHub
 from gateway.services.accounts import Accounts
@@ -64,3 +65,5 @@ class AppState:
     signals: Signals | None = None
     """Typing and presence for peers, sent at once and dropped on failure."""
     federation_policy: FederationPolicy = field(default_factory=FederationPolicy)
+    posts: GroupCommit = field(default_factory=GroupCommit)
+    """Group commit of concurrent posts to one conversation (``post_group_commit_max``)."""

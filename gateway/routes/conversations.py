@@ -115,6 +115,7 @@ async def post_message(
         idempotency_key=idempotency_key,
         message_requests_default=state.settings.message_requests_default,
         consent_seconds=state.settings.permission_ttl_seconds,
+        posts=state.posts,
     )
 
 

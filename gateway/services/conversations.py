@@ -19,7 +19,7 @@ import asyncpg
 from did.web import instance_did, split_did_url
 from gateway.agents.queue import TaskQueue
 from gateway.agents.worker import enqueue_for_message
-from gateway.db import Transaction, transaction
+from gateway.db import GroupCommit, Transaction, transaction
 from gateway.errors import (
     AgentNotReachableError,
     AgentPolicyDeniedError,
@@ -430,10 +430,13 @@ async def post_message(
     idempotency_key: str | None = None,
     message_requests_default: bool = True,
     consent_seconds: float = local_consent.DEFAULT_TTL_SECONDS,
+    posts: GroupCommit | None = None,
 ) -> MessagePosted:
     """Store a message from ``user``, queue it for remote participants, push it to devices;
     returns it with its current ``version`` (what a ``PATCH`` names).
 
+    With ``posts``, concurrent posts to one conversation share a transaction (group commit,
+    :class:`gateway.db.GroupCommit`), each exactly as if alone; without, each has its own.
     With ``idempotency_key``, a retry with the same body returns the first message and stores
     nothing (IdempotencyKeyReusedError, 422, for a different body under the same key).
     Raises ConversationNotFoundError when the user is not a participant,
@@ -441,7 +444,8 @@ async def post_message(
     body that does not fit its content type or an ``in_reply_to`` of another conversation.
     """
     verdicts = await check_agent_policy(pool, user, conversation_id, data)
-    async with transaction(pool) as tx:
+
+    async def store(tx: Transaction) -> MessagePosted:
         message = await store_user_message(
             tx,
             hub,
@@ -459,7 +463,12 @@ async def post_message(
         version = 1
         if idempotency_key is not None:
             version = await change_store.current_version(tx.conn, message_id=message.id)
-    return MessagePosted(**message.model_dump(), version=version)
+        return MessagePosted(**message.model_dump(), version=version)
+
+    if posts is not None:
+        return await posts.run(pool, conversation_id, store)
+    async with transaction(pool) as tx:
+        return await store(tx)
 
 
 async def store_user_message(

@@ -1,0 +1,182 @@
+"""Group commit (``gateway.db.GroupCommit``): works of one key that arrive while another is
+being written share one transaction, each in its own savepoint, and every caller sees what it
+would see alone. Real PostgreSQL; the posts over real HTTP and WebSocket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from gateway.db import GroupCommit, Transaction, create_pool
+from tests.gateway.harness import run_instance
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(database_url, max_size=4)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            """CREATE TABLE probe (n int PRIMARY KEY, tag text,
+                                   txid bigint NOT NULL DEFAULT txid_current(),
+                                   UNIQUE (tag) DEFERRABLE INITIALLY DEFERRED)"""
+        )
+    yield pool
+    await pool.close()
+
+
+async def rows(pool: asyncpg.Pool) -> dict[int, int]:
+    """``{n: txid}`` of what is committed."""
+    async with pool.acquire() as conn:
+        return {r["n"]: r["txid"] for r in await conn.fetch("SELECT n, txid FROM probe")}
+
+
+class Probe:
+    """Works that insert one row each and note their after-commit work, with a gate that holds
+    the first work in its transaction until the others have queued behind it."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.after: list[tuple[int, bool]] = []
+
+    def work(self, n: int, *, tag: str | None = None, fail: bool = False, hold: bool = False):
+        async def run(tx: Transaction) -> int:
+            await tx.conn.execute("INSERT INTO probe (n, tag) VALUES ($1, $2)", n, tag)
+
+            async def noted() -> None:  # committed (visible elsewhere) by the time it runs
+                async with self.pool.acquire() as other:
+                    seen = await other.fetchval("SELECT 1 FROM probe WHERE n = $1", n)
+                self.after.append((n, seen == 1))
+
+            tx.call_after(noted)
+            if hold:
+                self.entered.set()
+                await self.gate.wait()
+            if fail:
+                raise ValueError(f"work {n} fails after writing")
+            return n
+
+        return run
+
+
+async def test_works_queued_behind_one_share_a_transaction_and_fail_alone(pool) -> None:
+    commits, probe = GroupCommit(), Probe(pool)
+    first = asyncio.create_task(commits.run(pool, "k", probe.work(0, hold=True)))
+    await asyncio.wait_for(probe.entered.wait(), 30)
+    queued = [
+        asyncio.create_task(commits.run(pool, "k", probe.work(n, fail=n == 3))) for n in range(1, 6)
+    ]
+    other_key = await asyncio.wait_for(commits.run(pool, "other", probe.work(9)), 30)
+    assert other_key == 9  # another key does not wait for "k"
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in queued)  # they wait for the first transaction
+    probe.gate.set()
+    assert await first == 0
+    results = await asyncio.gather(*queued, return_exceptions=True)
+    assert results[:2] == [1, 2] and results[3:] == [4, 5]
+    assert isinstance(results[2], ValueError)
+
+    stored = await rows(pool)
+    assert sorted(stored) == [0, 1, 2, 4, 5, 9]  # the failing work's row rolled back alone
+    assert stored[1] == stored[2] == stored[4] == stored[5]  # one transaction
+    assert len({stored[0], stored[1], stored[9]}) == 3
+    # after-commit work of the batch ran after its commit, in arrival order; none for 3
+    assert [n for n, _ in probe.after if n != 9] == [0, 1, 2, 4, 5]
+    assert all(seen for _, seen in probe.after)
+
+
+async def test_max_batch_cancelled_callers_and_a_failed_commit(pool) -> None:
+    commits, probe = GroupCommit(max_batch=2), Probe(pool)
+    first = asyncio.create_task(commits.run(pool, "k", probe.work(0, hold=True)))
+    await asyncio.wait_for(probe.entered.wait(), 30)
+    queued = [asyncio.create_task(commits.run(pool, "k", probe.work(n))) for n in (1, 2, 3)]
+    gone = asyncio.create_task(commits.run(pool, "k", probe.work(4)))
+    await asyncio.sleep(0.05)
+    gone.cancel()  # its caller went away before its work started: it never runs
+    probe.gate.set()
+    assert [await first, *await asyncio.gather(*queued)] == [0, 1, 2, 3]
+    with contextlib.suppress(asyncio.CancelledError):
+        await gone
+    stored = await rows(pool)
+    assert sorted(stored) == [0, 1, 2, 3]
+    assert stored[1] == stored[2] != stored[3]  # at most two per transaction, in order
+
+    # A COMMIT that fails (a deferred unique constraint) fails every caller of the batch, and
+    # nothing of it is stored.
+    probe = Probe(pool)
+    first = asyncio.create_task(commits.run(pool, "k", probe.work(10, hold=True)))
+    await asyncio.wait_for(probe.entered.wait(), 30)
+    clash = [
+        asyncio.create_task(commits.run(pool, "k", probe.work(n, tag="same"))) for n in (11, 12)
+    ]
+    await asyncio.sleep(0.05)
+    probe.gate.set()
+    assert await first == 10
+    results = await asyncio.gather(*clash, return_exceptions=True)
+    assert all(isinstance(r, asyncpg.UniqueViolationError) for r in results), results
+    assert 11 not in await rows(pool) and 12 not in await rows(pool)
+    assert [n for n, _ in probe.after] == [10]
+
+
+@pytest.mark.parametrize("group_commit_max", [32, 1])
+async def test_concurrent_posts_are_stored_once_in_order_and_share_commits(
+    database_url: str, group_commit_max: int
+) -> None:
+    """24 posts at once into one conversation: each answered with its own message, stored
+    once, delivered to the recipient's socket once and in id order; with group commit some
+    share a transaction, with ``post_group_commit_max=1`` none do."""
+    async with run_instance(database_url, post_group_commit_max=group_commit_max) as a:
+        alice, bob = await a.register("alice"), await a.register("bob")
+        cid = (await alice.direct_with(bob.did))["id"]
+        await alice.send(cid, "warm-up")
+        async with bob.websocket() as ws:
+            limits = httpx.Limits(max_connections=32)
+            async with httpx.AsyncClient(base_url=a.base_url, timeout=60, limits=limits) as c:
+                answers = await asyncio.gather(
+                    *(
+                        c.post(
+                            f"/v1/conversations/{cid}/messages",
+                            json={"content": f"m{i}"},
+                            headers=alice.headers,
+                        )
+                        for i in range(24)
+                    )
+                )
+            assert [r.status_code for r in answers] == [201] * 24
+            posted = {r.json()["content"]: r.json()["id"] for r in answers}
+            assert sorted(posted) == sorted(f"m{i}" for i in range(24))
+            seen: list[str] = []
+            async with asyncio.timeout(60):
+                while len(seen) < 24:
+                    frame = json.loads(await ws.recv())
+                    if frame.get("type") == "message.created":
+                        seen.append(frame["data"]["id"])
+        assert seen == sorted(posted.values())  # once each, in id order, gap-free
+        async with a.state.pool.acquire() as conn:
+            stored = await conn.fetch(
+                "SELECT id, content FROM messages WHERE conversation_id = $1 AND content LIKE 'm%'",
+                cid,
+            )
+            # A stream row's created_at is its transaction's start (now()): rows of one
+            # transaction share it, savepoints or not (xmin would not: a savepoint has its own).
+            events: list[Any] = await conn.fetch(
+                """SELECT data_json->>'id' AS id, created_at FROM user_events
+                   WHERE type = 'message.created' AND data_json->>'content' LIKE 'm%'
+                     AND user_id = $1""",
+                bob.profile["id"],
+            )
+        assert {r["content"]: r["id"] for r in stored} == posted
+        assert sorted(e["id"] for e in events) == sorted(posted.values())
+        transactions = len({e["created_at"] for e in events})
+        if group_commit_max == 1:
+            assert transactions >= 20  # two BEGINs in one microsecond are possible, if rare
+        else:
+            assert transactions < 24
