@@ -238,7 +238,7 @@ class Settings(BaseSettings):
         description="OpenAI-compatible base URL (…/v1) whose /embeddings feeds semantic search;"
         " unset = full-text search only.",
     )
-    embedding_model: str = "text-embedding-3-small"
+    embedding_model: str = Field(default="text-embedding-3-small", min_length=1, max_length=128)
     embedding_api_key: str | None = None
     search_similarity_threshold: float = 0.3
     embed_messages: bool = Field(

@@ -122,6 +122,10 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
             ("reports", "category"),  # an enum of the model
             ("reports", "target_type"),  # an enum of the model
             ("reports", "action"),  # an enum of the model
+            # only where pgvector exists (the embedded PostgreSQL has it): the owner's table
+            # name, and the embedding model the operator configured
+            ("embeddings", "owner_table"),
+            ("embeddings", "model"),
         ]
     },
     **{
