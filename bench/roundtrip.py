@@ -7,10 +7,14 @@ Measures, in one run:
 - throughput: messages per second delivered to bob's WebSocket with 8 concurrent senders,
   and p50/p99 from each POST to its arrival on bob's WebSocket, with A's JSON-RPC batches off
   (``CONFER_FEDERATION_BATCH_MAX_ITEMS=1``: one message per request) and on (the default), each
-  over ``--load`` messages on a fresh pair of processes, and the ratio of the two.
+  over ``--load`` messages on a fresh pair of processes, and the ratio of the two. The senders
+  share alice's one conversation with bob (one lane: its order holds, so one request at a
+  time carries it), or with ``--spread`` are 8 users of A, each in a direct conversation of
+  their own with bob (8 lanes: up to ``CONFER_FEDERATION_BATCH_CONCURRENCY`` requests at once).
 
-Usage: python bench/roundtrip.py [--messages 200] [--load 1000]   (needs CONFER_DATABASE_URL
-or uses the embedded PostgreSQL under .data/). Loopback only; bounded loops.
+Usage: python bench/roundtrip.py [--messages 200] [--load 1000] [--spread]   (needs
+CONFER_DATABASE_URL or uses the embedded PostgreSQL under .data/). Loopback only; bounded
+loops.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def run(messages: int, load: int) -> None:
+async def run(messages: int, load: int, spread: bool) -> None:
     settings = Settings()
     admin = settings.database_url or embedded_postgres_url(Path(".data") / "pg", stop_at_exit=True)
     signs, verifies = signing_rate()
@@ -155,23 +159,28 @@ async def run(messages: int, load: int) -> None:
         urls = [await fresh_database(admin, f"confer_bench_{mode}_{x}_{suffix}") for x in "ab"]
         try:
             with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
-                results[mode] = await pair(urls, messages if mode == "on" else 0, load, mode)
+                results[mode] = await pair(
+                    urls, messages if mode == "on" else 0, load, mode, spread
+                )
         finally:
             for url in urls:
                 await drop_database(admin, url.rsplit("/", 1)[1])
     off, on = results["off"], results["on"]
+    where = "8 conversations" if spread else "one conversation"
     for mode, (rate, p50, p99, n, elapsed) in results.items():
         print(
-            f"throughput A→B, 8 concurrent senders, batches {mode:>3}: {rate:6.1f} messages/s "
+            f"throughput A→B, 8 concurrent senders, {where}, batches {mode:>3}: "
+            f"{rate:6.1f} messages/s "
             f"({n} in {elapsed:.1f} s); POST → bob's WebSocket p50 {p50:.0f} ms, p99 {p99:.0f} ms"
         )
     print(f"batches on / off: throughput x{on[0] / off[0]:.2f}, p50 latency x{on[1] / off[1]:.2f}")
 
 
 async def pair(
-    urls: list[str], messages: int, load: int, tag: str
+    urls: list[str], messages: int, load: int, tag: str, spread: bool = False
 ) -> tuple[float, float, float, int, float]:
-    """Start A and B, measure (sequential latency when ``messages``, then) the load."""
+    """Start A and B, measure (sequential latency when ``messages``, then) the load (in 8
+    conversations when ``spread``)."""
     async with (
         confer_process(free_port(), urls[0], lambda s: None) as a_url,
         confer_process(free_port(), urls[1], lambda s: None) as b_url,
@@ -184,6 +193,18 @@ async def pair(
             "/v1/conversations", headers=auth, json={"participant_did": bob["user"]["did"]}
         )
         path = f"/v1/conversations/{conv.json()['id']}/messages"
+        senders = [(path, auth)] * 8
+        if spread:
+            senders = []
+            for s in range(8):
+                user = await account(a, f"benchsender{s}")
+                headers = {"Authorization": f"Bearer {user['access_token']}"}
+                own = await a.post(
+                    "/v1/conversations",
+                    headers=headers,
+                    json={"participant_did": bob["user"]["did"]},
+                )
+                senders.append((f"/v1/conversations/{own.json()['id']}/messages", headers))
         ws_url = b_url.replace("http", "ws", 1) + "/v1/ws"
         async with websockets.connect(
             ws_url, subprotocols=[f"bearer.{bob['access_token']}"], max_size=None
@@ -202,35 +223,41 @@ async def pair(
                     f"p50 {statistics.median(latencies):.1f} ms, "
                     f"p99 {percentile(latencies, 0.99):.1f} ms"
                 )
-            return await throughput(a, ws, path, auth, load, tag)
+            return await throughput(a, ws, senders, load, tag)
 
 
 async def throughput(
-    a: httpx.AsyncClient, ws: Any, path: str, auth: dict[str, str], load: int, tag: str
+    a: httpx.AsyncClient,
+    ws: Any,
+    senders: list[tuple[str, dict[str, str]]],
+    load: int,
+    tag: str,
 ) -> tuple[float, float, float, int, float]:
-    """8 concurrent senders post ``load`` messages; ``(messages/s, p50 ms, p99 ms, n, s)``
-    from the first POST to the last arrival, latency from each POST to its arrival."""
+    """``senders`` (``(messages path, auth headers)`` each) post ``load`` messages at once;
+    ``(messages/s, p50 ms, p99 ms, n, s)`` from the first POST to the last arrival, latency
+    from each POST to its arrival."""
     posted: dict[str, float] = {}
-    per_sender = load // 8
+    per_sender = load // len(senders)
 
     async def sender(s: int) -> None:
+        path, auth = senders[s]
         for i in range(per_sender):
             text = f"load {tag} {s} {i}"
             posted[text] = time.perf_counter()
             (await a.post(path, headers=auth, json={"content": text})).raise_for_status()
 
     start = time.perf_counter()
-    senders = asyncio.gather(*(sender(s) for s in range(8)))
+    running = asyncio.gather(*(sender(s) for s in range(len(senders))))
     latencies: list[float] = []
     async with asyncio.timeout(600):
-        while len(latencies) < per_sender * 8:
+        while len(latencies) < per_sender * len(senders):
             frame = await next_frame(ws)
             if frame["type"] != "message.created":
                 continue
             sent = posted.pop(frame["data"].get("content"), None)
             if sent is not None:
                 latencies.append((time.perf_counter() - sent) * 1000)
-    await senders
+    await running
     elapsed = time.perf_counter() - start
     return (
         len(latencies) / elapsed,
@@ -245,5 +272,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--load", type=int, default=1000)
+    parser.add_argument(
+        "--spread", action="store_true", help="8 senders in 8 conversations, not one"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.messages, args.load))
+    asyncio.run(run(args.messages, args.load, args.spread))
