@@ -530,8 +530,14 @@ async def store_user_message(
             request_hash=request_hash(conversation_id, data),
             message_id=message.id,
         )
-    await queue_for_peers(conn, Post(message, sender_name=user.display_name or user.username))
     participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
+    post = Post(
+        message,
+        sender_name=user.display_name or user.username,
+        conversation_type=conversation.type,
+        peers=[p for p in participants if p["participant_type"] == "peer_agent"],
+    )
+    await queue_for_peers(conn, post)
     local_users = [p["user_id"] for p in participants if p["user_id"]]
     body = message.model_dump(mode="json")
     # A direct conversation of two people; a request is only ever held for the one who did

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -383,21 +384,35 @@ def _origin(endpoint: str) -> str:
 
 
 async def group_destinations(
-    conn: asyncpg.Connection, *, conversation_id: str, author_did: str
+    conn: asyncpg.Connection,
+    *,
+    conversation_id: str,
+    author_did: str,
+    conversation_type: str | None = None,
+    peers: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[InstanceDestination] | None:
     """Where a group message of ``author_did`` goes, once per instance; None for a conversation
     that is no group (or a replica whose home we have not heard from: it is sent per member,
     as before membership events).
+
+    ``conversation_type`` and ``peers`` (the peer participants in join order, each with
+    ``peer_id``, ``did`` and ``endpoint``) are what the caller already read in its
+    transaction; given, they are not read again.
 
     A replica sends to the home only (its ``/a2a``, with the home's members as recipients):
     the home stores, orders and relays it. A home group sends to every member instance but
     the author's; a local author signs, a remote author's message is relayed signed by our
     instance DID (docs/federation.md, "Relaying").
     """
-    kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
-    if kind is None or kind[0] != "group":
+    if conversation_type is None:
+        kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
+        conversation_type = kind[0] if kind is not None else None
+    if conversation_type != "group":
         return None
-    peers = await federation_store.list_peer_destinations(conn, conversation_id=conversation_id)
+    if peers is None:
+        peers = await federation_store.list_peer_destinations(conn, conversation_id=conversation_id)
+    if not peers:  # no member elsewhere: nowhere to send, home or replica
+        return []
     replica = await groups_store.get_replica(conn, conversation_id=conversation_id)
     if replica is not None:
         home = await peers_store.get_peer_by_did(conn, did=replica.home)
@@ -411,7 +426,7 @@ async def group_destinations(
     here = instance.did if instance is not None else instance_did(author_did)
     signer = author_did if author_did.startswith(here + ":") else here
     author_home = instance_did(author_did)
-    by_origin: dict[str, list[asyncpg.Record]] = {}
+    by_origin: dict[str, list[Mapping[str, Any]]] = {}
     for p in peers:
         if instance_did(p["did"]) != author_home:
             by_origin.setdefault(_origin(p["endpoint"]), []).append(p)

@@ -47,14 +47,16 @@ async def held_for(
     (``CONFER_MESSAGE_REQUESTS_DEFAULT``); ``conversation``, when the caller holds its row
     and knows ``user_id`` takes part in it, spares reading it again."""
     conn = tx.conn
-    existing = await store.get_request(conn, conversation_id=conversation_id, user_id=user_id)
+    existing, wanted = await store.get_request_and_preference(
+        conn, conversation_id=conversation_id, user_id=user_id, default=default
+    )
     if existing is not None:
         return existing.state != "accepted"
     if conversation is None:
         conversation = await conv_store.get_conversation_for_user(
             conn, conversation_id=conversation_id, user_id=user_id
         )
-    if not await _is_stranger(conn, conversation, user_id, sender_did, local_sender, default):
+    if not wanted or not await _is_stranger(conn, conversation, user_id, sender_did, local_sender):
         return False
     if await store.insert_request(
         conn, conversation_id=conversation_id, user_id=user_id, sender_did=sender_did
@@ -70,16 +72,14 @@ async def _is_stranger(
     user_id: str,
     sender_did: str,
     local: bool,
-    default: bool,
 ) -> bool:
+    """Whether ``sender_did`` is a stranger to ``user_id`` here (the user wants requests)."""
     if conversation is None or conversation.type == "group":
         return False
     # A peer's direct conversation is created by its local member (created_by must be a local
     # user), so only a local conversation's creator tells who started it; a remote one the
     # user started made the peer a contact (added_via 'conversation') and holds their message.
     if local and conversation.created_by == user_id:
-        return False
-    if not await store.get_message_requests_preference(conn, user_id=user_id, default=default):
         return False
     if await store.knows(conn, user_id=user_id, did=sender_did):
         return False

@@ -28,6 +28,7 @@ conversation (the row's ``lane``), so a change never overtakes the message it ch
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,7 +71,9 @@ class Post:
     ``contextId`` the peer last used there, and the peer's own id of the replied message);
     ``to`` one peer sends it to that peer only. ``context_id`` / ``in_reply_to`` override
     those terms (an answer to a held request uses the request's); ``task_id`` and
-    ``decision`` mark the agent's answer to a held request.
+    ``decision`` mark the agent's answer to a held request. ``conversation_type`` and
+    ``peers`` (the conversation's peer participants in join order, with ``peer_id``, ``did``
+    and ``endpoint``), when the caller read them in the same transaction, are not read again.
     """
 
     message: Message
@@ -80,6 +83,8 @@ class Post:
     in_reply_to: str | None = None
     task_id: str | None = None
     decision: str | None = None
+    conversation_type: str | None = None
+    peers: Sequence[Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -255,16 +260,22 @@ async def _destinations(
     if item.to is not None:
         return [_Destination(item.to.id, item.to.endpoint, sender, item.to.did)]
     instances = await groups.group_destinations(
-        conn, conversation_id=item.message.conversation_id, author_did=sender
+        conn,
+        conversation_id=item.message.conversation_id,
+        author_did=sender,
+        conversation_type=item.conversation_type,
+        peers=item.peers,
     )
     if instances is not None:
         return [
             _Destination(i.peer_id, i.endpoint, i.signer, i.recipients[0], recipients=i.recipients)
             for i in instances
         ]
-    peers = await federation_store.list_peer_destinations(
-        conn, conversation_id=item.message.conversation_id
-    )
+    peers = item.peers
+    if peers is None:
+        peers = await federation_store.list_peer_destinations(
+            conn, conversation_id=item.message.conversation_id
+        )
     return [_Destination(p["peer_id"], p["endpoint"], sender, p["did"]) for p in peers]
 
 

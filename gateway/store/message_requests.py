@@ -26,16 +26,26 @@ class MessageRequestRow:
 _COLUMNS = "conversation_id, user_id, sender_did, state, created_at, decided_at"
 
 
-async def get_request(
-    conn: asyncpg.Connection, *, conversation_id: str, user_id: str
-) -> MessageRequestRow | None:
-    """The request in the conversation for the user, or None."""
+async def get_request_and_preference(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str, default: bool
+) -> tuple[MessageRequestRow | None, bool]:
+    """The request in the conversation for the user (None when there is none) and the user's
+    ``preferences.privacy.message_requests`` (``default`` when unset), in one round trip."""
     row = await conn.fetchrow(
-        f"SELECT {_COLUMNS} FROM message_requests WHERE conversation_id = $1 AND user_id = $2",
+        f"""SELECT (u.preferences_json -> 'privacy' ->> 'message_requests')::boolean AS pref,
+                  r.{_COLUMNS.replace(", ", ", r.")}
+           FROM users u
+           LEFT JOIN message_requests r ON r.conversation_id = $1 AND r.user_id = u.id
+           WHERE u.id = $2""",
         conversation_id,
         user_id,
     )
-    return MessageRequestRow(**dict(row)) if row else None
+    if row is None:
+        return None, default
+    values = dict(row)
+    preference = values.pop("pref")
+    request = MessageRequestRow(**values) if values["conversation_id"] is not None else None
+    return request, default if preference is None else bool(preference)
 
 
 async def insert_request(
@@ -162,15 +172,3 @@ async def block_sender(conn: asyncpg.Connection, *, user_id: str, did: str) -> N
         user_id,
         did,
     )
-
-
-async def get_message_requests_preference(
-    conn: asyncpg.Connection, *, user_id: str, default: bool
-) -> bool:
-    """The user's ``preferences.privacy.message_requests`` (``default`` when unset)."""
-    value = await conn.fetchval(
-        """SELECT (preferences_json -> 'privacy' ->> 'message_requests')::boolean
-           FROM users WHERE id = $1""",
-        user_id,
-    )
-    return default if value is None else bool(value)
