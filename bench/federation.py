@@ -1,14 +1,17 @@
 """Federation round trips: signed SendMessage beside the same calls with an API key.
 
 Two Confer instances run on loopback (uvicorn, real PostgreSQL). Alice's instance A signs
-``SendMessage`` calls to Bob's agent on instance B exactly as its outbox does (RFC 9421 +
-Content-Digest, ``a2a.auth.SignatureAuth``); B verifies each (DID cache, key, digest, nonce)
-and stores the message and its task. The unsigned baseline sends the same JSON-RPC calls to the
-same agent with Bob's bearer API key, so the ratio isolates signing, digest and verification
-(and the nonce and DID-cache lookups they need). B's peer cache TTL is shortened so the steady
-state includes revalidations; A counts the DID document fetches it serves (200 vs 304).
+``SendMessage`` calls to Bob's (public) agent on instance B exactly as its outbox does
+(RFC 9421 + Content-Digest, ``a2a.auth.SignatureAuth``, ``returnImmediately``); B verifies each
+(DID cache, key, digest, nonce) and stores the message and its task. The unsigned baseline
+sends the same JSON-RPC calls to the same agent with the bearer API key of carol, another user
+of B (a stock A2A client). Bob is offline and lets no agent answer while he is away, so every
+call of either kind is stored and held for him (``TASK_STATE_AUTH_REQUIRED``) and no agent runs
+behind it: the ratio isolates signing, digest and verification (and the nonce and DID-cache
+lookups they need). B's peer cache TTL is shortened so the steady state includes
+revalidations; A counts the DID document fetches it serves (200 vs 304).
 
-Usage: python bench/federation.py [--calls 400] [--concurrency 1]
+Usage: python bench/federation.py [--calls 600] [--concurrency 1]
 Needs CONFER_TEST_DATABASE_URL (a PostgreSQL admin DSN) or runs the embedded PostgreSQL.
 """
 
@@ -89,9 +92,15 @@ async def instance(url: str, **overrides: Any) -> AsyncIterator[tuple[str, Count
         yield f"http://localhost:{port}", app
 
 
+ACCEPTED = ("TASK_STATE_AUTH_REQUIRED",)
+"""The task of a stored message held for its offline owner (see ``main``)."""
+
+
 def call(text: str) -> bytes:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": text}]}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    # returnImmediately, as Confer's own outbox sends (a2a.confer).
+    params = {"message": message, "configuration": {"returnImmediately": True}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -106,9 +115,7 @@ async def run_calls(
         for i in queue:
             response = await client.post(url, content=call(f"bench {i}"), headers=headers, **kwargs)
             result = response.json().get("result")
-            if response.status_code != 200 or result["task"]["status"]["state"] != (
-                "TASK_STATE_COMPLETED"
-            ):
+            if response.status_code != 200 or result["task"]["status"]["state"] not in ACCEPTED:
                 raise RuntimeError(f"unexpected answer: {response.status_code} {response.text}")
 
     start = time.perf_counter()
@@ -141,24 +148,36 @@ async def main(calls: int, concurrency: int) -> None:
             )
         ).json()
         agent_id = bob["user"]["agent_did"].rsplit(":", 1)[1]
-        # Bob is offline during the bench: let his agent answer anyway, so each delivery ends
-        # TASK_STATE_COMPLETED instead of held for the owner (TASK_STATE_AUTH_REQUIRED).
-        await client.patch(
-            f"{b_url}/v1/me",
-            json={"preferences": {"privacy": {"allow_offline_response": True}}},
-            headers={"Authorization": f"Bearer {bob['access_token']}"},
-        )
+        # Bob is offline during the bench and his agent may not answer while he is away
+        # (privacy.allow_offline_response is off): each call, signed or with the key, stores
+        # the message and its task and holds it for him (TASK_STATE_AUTH_REQUIRED), so no
+        # agent runs behind either path and the two differ only in how the caller is
+        # authenticated.
         async with b_state.pool.acquire() as conn:  # allow signed peers without consent
             await conn.execute(
                 """UPDATE agents SET policies_json = '{"default": "auto", "rules": []}'
                    WHERE id = $1""",
                 agent_id,
             )
+        # The key is carol's, a user of B, calling bob's public agent (a stock client of
+        # someone else: held for bob like a peer's call), not bob's own.
+        public = await client.patch(
+            f"{b_url}/v1/agents/me",
+            json={"is_public": True},
+            headers={"Authorization": f"Bearer {bob['access_token']}"},
+        )
+        public.raise_for_status()
+        carol = (
+            await client.post(
+                f"{b_url}/v1/auth/register",
+                json={"username": "carol", "password": "bench password"},
+            )
+        ).json()
         key = (
             await client.post(
                 f"{b_url}/v1/api-keys",
                 json={"name": "bench"},
-                headers={"Authorization": f"Bearer {bob['access_token']}"},
+                headers={"Authorization": f"Bearer {carol['access_token']}"},
             )
         ).json()["key"]
         endpoint = f"{b_url}/agents/{agent_id}/a2a"
