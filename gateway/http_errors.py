@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from http_sf.types import InnerListType
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from a2a.errors import A2AError
 from a2a.signatures import ALGORITHM, CONFER_TAG, DEFAULT_COMPONENTS
@@ -257,6 +258,20 @@ async def _statement_timeout(request: Request, exc: Exception) -> JSONResponse:
     return problem_for(busy, request.url.path)
 
 
+async def _client_disconnect(request: Request, exc: Exception) -> JSONResponse:
+    """The client went away before its body was read (``await request.body()`` in a
+    dependency, e.g. the A2A caller's signature check): nothing was done, nobody is there to
+    answer; not an error of ours, so no traceback. The status is for the access log."""
+    log.debug("client disconnected during %s %s", request.method, request.url.path)
+    return problem(
+        400,
+        "client_disconnected",
+        "The client disconnected",
+        "the request body ended before it was complete",
+        request.url.path,
+    )
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, "internal_error", "Internal error", "unexpected error", request.url.path)
@@ -281,4 +296,5 @@ def install_error_handlers(app: FastAPI) -> None:
     ):
         app.add_exception_handler(value_error, _unstorable_value)
     app.add_exception_handler(asyncpg.exceptions.QueryCanceledError, _statement_timeout)
+    app.add_exception_handler(ClientDisconnect, _client_disconnect)
     app.add_exception_handler(Exception, _unexpected_error)
