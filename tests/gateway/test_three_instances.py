@@ -26,6 +26,8 @@ import websockets
 
 from tests.gateway.harness import free_port
 from tests.gateway.serving import confer_serve, serve_env
+from tests.gateway.test_federated_content import BODIES as CONTENT
+from tests.gateway.test_federated_content import FIELDS
 
 DEADLINE = 90.0
 """Seconds any one change may take to reach every instance (generous: a loaded machine)."""
@@ -130,35 +132,6 @@ async def same_everywhere(
 
 def texts(items: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
     return [(m["sender_did"], m["content"]) for m in items]
-
-
-CONTENT = [
-    {"content_type": "text", "content": "hello all", "language": "en", "via": "web"},
-    {"content_type": "code", "content": "print(1)", "content_json": {"language": "python"}},
-    {
-        "content_type": "permission_request",
-        "content_json": {"action": "read", "level": "L2", "scope": {"project": "p"}},
-    },
-    {
-        "content_type": "tool_call",
-        "content_json": {"call_id": "c1", "name": "search", "arguments": {"q": "x"}},
-    },
-    {"content_type": "tool_result", "content_json": {"call_id": "c1", "result": [1, {"a": 2}]}},
-    {
-        "content_type": "citation",
-        "content": "see",
-        "citations": [
-            {
-                "source": "RFC 9421",
-                "url": None,
-                "page": 3,
-                "passage": None,
-                "trust_level": "authoritative",
-            }
-        ],
-    },
-]
-FIELDS = ("content_type", "content", "content_json", "citations", "language", "via")
 
 
 async def test_a_group_across_three_served_instances(make_database: Any) -> None:
