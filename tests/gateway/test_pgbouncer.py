@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -52,13 +53,19 @@ def run_pgbouncer(upstream_url: str, binary: str) -> Iterator[int]:
     server (trust authentication, like the test server); yields its port."""
     upstream = urlsplit(upstream_url)
     user = upstream.username or "postgres"
+    query = dict(parse_qsl(upstream.query))
+    host = upstream.hostname or query.get("host", "127.0.0.1")
+    upstream_port = upstream.port or int(query.get("port", "5432"))
+    # pgbouncer refuses to run as root: as postgres, or, for a server on a Unix socket (the
+    # embedded PostgreSQL, whose socket is in its private data folder), as that folder's owner
+    runas = pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else "postgres"
     port = free_port()
     home = Path(tempfile.mkdtemp(prefix="confer-pgbouncer-"))
     home.chmod(0o755)
     (home / "userlist.txt").write_text(f'"{user}" ""\n')
     (home / "pgbouncer.ini").write_text(
         "[databases]\n"
-        f"* = host={upstream.hostname} port={upstream.port or 5432}\n"
+        f"* = host={host} port={upstream_port}\n"
         "[pgbouncer]\n"
         "listen_addr = 127.0.0.1\n"
         f"listen_port = {port}\n"
@@ -74,11 +81,11 @@ def run_pgbouncer(upstream_url: str, binary: str) -> Iterator[int]:
         f"logfile = {home / 'pgbouncer.log'}\n"
     )
     command = [binary, str(home / "pgbouncer.ini")]
-    if os.geteuid() == 0:  # pgbouncer refuses to run as root
-        shutil.chown(home, "postgres")
+    if os.geteuid() == 0:
+        shutil.chown(home, runas)
         for path in home.iterdir():
-            shutil.chown(path, "postgres")
-        command[1:1] = ["-u", "postgres"]
+            shutil.chown(path, runas)
+        command[1:1] = ["-u", runas]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
