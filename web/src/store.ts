@@ -386,8 +386,9 @@ export class Store {
       case "message.delivery_updated": {
         const list = this.deliveries.get(d.message_id) ?? [];
         const seen = list.find((x) => x.id === d.delivery.id);
-        // A page read while this event was on its way may already hold a later state.
-        if (seen && newerDelivery(seen, d.delivery) === seen) break;
+        // A page read while this event was on its way may already hold a later state (on a
+        // tie the event wins: it is the later word on the ordered stream).
+        if (seen && newerDelivery(d.delivery, seen) === seen) break;
         this.deliveries.set(d.message_id, [...list.filter((x) => x.id !== d.delivery.id), d.delivery]);
         break;
       }
