@@ -32,8 +32,9 @@ async def get_request_and_preference(
     """The request in the conversation for the user (None when there is none) and the user's
     ``preferences.privacy.message_requests`` (``default`` when unset), in one round trip."""
     row = await conn.fetchrow(
-        f"""SELECT (u.preferences_json -> 'privacy' ->> 'message_requests')::boolean AS pref,
-                  r.{_COLUMNS.replace(", ", ", r.")}
+        """SELECT (u.preferences_json -> 'privacy' ->> 'message_requests')::boolean AS pref,
+                  r.conversation_id, r.user_id, r.sender_did, r.state, r.created_at,
+                  r.decided_at
            FROM users u
            LEFT JOIN message_requests r ON r.conversation_id = $1 AND r.user_id = u.id
            WHERE u.id = $2""",
