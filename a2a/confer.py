@@ -179,6 +179,8 @@ class ConferMetadata(BaseModel):
       ``messageId`` (the receiver's own id: it sent that message); nothing else is stored.
     - ``heldUntilOwnerReturns``: on a ``Task``, the request was delivered and the agent's
       answer waits for its offline owner.
+    - ``position``: on the ``Task`` a group's home answers a member's post with, the home's
+      id of the stored message — its place in the group's one order (:func:`answered_position`).
     - ``contentType``: the Confer content type of the parts (``text`` when absent; ``code``,
       ``tool_call``, ``tool_result``, ``citation``, ``file`` …); ``citations``, ``language``
       (the human language of the text), ``translation`` (``{"from", "to", "provider"}``) and
@@ -208,6 +210,7 @@ class ConferMetadata(BaseModel):
     delete: ConferChange | None = None
     read: ConferChange | None = None
     heldUntilOwnerReturns: StrictBool | None = None
+    position: StrictStr | None = None
     contentType: StrictStr | None = None
     citations: list[dict[str, Any]] | None = None
     language: StrictStr | None = None
@@ -409,3 +412,15 @@ def send_message_params(
         },
         "configuration": {"returnImmediately": True},
     }
+
+
+def answered_position(result: Any) -> str | None:
+    """The ``metadata.confer.position`` of the ``Task`` in a ``SendMessage`` result (A2A 1.0
+    ``SendMessageResponse``: ``{"task": Task}``), or None: no task, no position, or a value
+    that is no string. The caller checks the value's syntax. Never raises: it is a peer's
+    answer."""
+    task = result.get("task") if isinstance(result, dict) else None
+    metadata = task.get("metadata") if isinstance(task, dict) else None
+    if not isinstance(metadata, dict):
+        return None
+    return ConferMetadata.of(metadata).position

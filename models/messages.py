@@ -65,6 +65,11 @@ class Message(ConferModel):
 
     ``citations`` and ``translation`` are the ``citations_json`` and ``translation_json`` columns;
     ``content_json`` is any JSON value whose shape depends on ``content_type``.
+
+    ``position`` (an addition to the interface) is the message's place in its conversation:
+    messages are shown in ``position`` order. It is the ``id``, except in a replica of a group
+    homed on another instance, where it is the home's id of the message, so every instance
+    shows the group in the home's one order (``gateway.services.group_order``).
     """
 
     id: Ulid
@@ -82,6 +87,7 @@ class Message(ConferModel):
     translation: Translation | None = None
     via: Via | None = None
     created_at: Timestamp
+    position: Ulid | None = None
 
 
 class AttachmentRow(ConferModel):

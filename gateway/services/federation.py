@@ -32,6 +32,7 @@ from gateway.realtime.hub import EventHub
 from gateway.services import (
     a2a_content,
     consent,
+    group_order,
     groups,
     key_consent,
     message_requests,
@@ -239,7 +240,11 @@ async def receive_message(
             message, notify, fresh = await _store_message(
                 conn, caller, recipient, params, content, file
             )
+            claim = ConferMetadata.of(params.message.metadata).conversation
             if fresh:
+                message = await group_order.place_received(
+                    conn, recipient.did, claim, remote_id, message
+                )
                 await _relay(conn, recipient, params, message)
             await federation_store.insert_inbox(
                 conn,
@@ -267,7 +272,16 @@ async def receive_message(
                 held = agent_status == WAITING
                 working = caller.api_key is not None and not held
             task = await _open_task(
-                conn, now, caller, recipient, params, message, None, held=held, working=working
+                conn,
+                now,
+                caller,
+                recipient,
+                params,
+                message,
+                None,
+                held=held,
+                working=working,
+                position=group_order.position_for_answer(recipient.did, claim, message),
             )
             if caller.peer is not None and recipient.agent_id is None:
                 notify = await _unless_requested(
@@ -514,6 +528,7 @@ async def _open_task(
     task_id: str | None = None,
     held: bool = False,
     working: bool = False,
+    position: str | None = None,
 ) -> TaskRow:
     task_id = task_id or new_id()
     if message is not None:
@@ -547,7 +562,11 @@ async def _open_task(
         status_message=status,
         permission_id=permission_id,
         remote_message_id=params.message.messageId,
-        metadata=tasks_store.HELD_FOR_OWNER if held else None,
+        metadata=ConferMetadata(
+            heldUntilOwnerReturns=True if held else None, position=position
+        ).metadata()
+        if held or position
+        else None,
         now=now,
     )
 

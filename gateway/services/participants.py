@@ -134,7 +134,9 @@ def _require_admin(membership: ParticipantRow) -> None:
         raise NotConversationAdminError("only admins of this conversation may do that")
 
 
-async def _local_user_ids(conn: asyncpg.Connection, conversation_id: str) -> list[str]:
+async def local_user_ids(conn: asyncpg.Connection, conversation_id: str) -> list[str]:
+    """The ids of the local users taking part in ``conversation_id`` (whose streams hear of
+    it), in join order."""
     rows = await conv_store.list_participants(conn, conversation_id=conversation_id)
     return [r["user_id"] for r in rows if r["user_id"]]
 
@@ -147,7 +149,7 @@ async def _announce(
     participant: dict[str, Any],
     extra_users: tuple[str, ...] = (),
 ) -> None:
-    users = [*await _local_user_ids(tx.conn, conversation_id), *extra_users]
+    users = [*await local_user_ids(tx.conn, conversation_id), *extra_users]
     data = {"conversation_id": conversation_id, "change": change, "participant": participant}
     await hub.append(tx, users, PARTICIPANT_CHANGED, data)
 
@@ -182,7 +184,7 @@ async def _announce_conversation(
     """``conversation.changed`` to every local member; returns the conversation as ``viewer``
     sees it."""
     public = await conversation_public(tx.conn, conversation, viewer=viewer)
-    users = await _local_user_ids(tx.conn, conversation.id)
+    users = await local_user_ids(tx.conn, conversation.id)
     shared = public.model_dump(mode="json", exclude={"membership"})
     await hub.append(tx, users, CONVERSATION_CHANGED, shared)
     return public

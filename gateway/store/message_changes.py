@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.store.messages import COLUMNS as _COLUMNS
+from gateway.store.messages import PLACED_COLUMNS as _COLUMNS
 from gateway.store.messages import message_from_record as _message
 from gateway.store.search import forget_message_embeddings
 from models import Message

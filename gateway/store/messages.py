@@ -15,11 +15,23 @@ COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_ty
               translation_json, via, created_at"""
 
 
+PLACED_COLUMNS = (
+    COLUMNS
+    + """,
+              COALESCE((SELECT p.position FROM message_positions p
+                        WHERE p.message_id = messages.id), messages.id) AS position"""
+)
+"""``COLUMNS`` and the message's ``position`` (its place in a group replica's order, else its
+id), for a query over ``messages`` unaliased."""
+
+
 def message_from_record(record: asyncpg.Record | dict[str, Any]) -> Message:
-    """A ``Message`` from a row selected with ``COLUMNS``."""
+    """A ``Message`` from a row selected with ``COLUMNS`` (its ``position`` is its id) or
+    ``PLACED_COLUMNS``."""
     data = dict(record)
     data["citations"] = data.pop("citations_json")
     data["translation"] = data.pop("translation_json")
+    data.setdefault("position", data["id"])
     return Message.model_validate(data)
 
 
@@ -253,9 +265,9 @@ async def message_in_conversation(
 
 
 async def get_message(conn: asyncpg.Connection, *, id: str) -> Message | None:
-    """A visible (not deleted) message by id, or None."""
+    """A visible (not deleted) message by id, with its ``position``, or None."""
     record = await conn.fetchrow(
-        f"SELECT {COLUMNS} FROM messages WHERE id = $1 AND deleted_at IS NULL", id
+        f"SELECT {PLACED_COLUMNS} FROM messages WHERE id = $1 AND deleted_at IS NULL", id
     )
     return message_from_record(record) if record else None
 
@@ -263,17 +275,54 @@ async def get_message(conn: asyncpg.Connection, *, id: str) -> Message | None:
 async def list_messages(
     conn: asyncpg.Connection, *, conversation_id: str, before: str | None, limit: int
 ) -> list[Message]:
-    """Visible messages, newest first, strictly older than the ULID ``before`` when given."""
+    """Visible messages, last first in the conversation's order, strictly before the
+    message ``before`` when given (or, for a ULID that names no message, strictly below it).
+
+    The order is the ids' (the order of commits here), except in a replica of a group homed
+    elsewhere, which is ordered by ``position`` (the home's order, see
+    :mod:`gateway.services.group_order`); the replica's query reads its messages through
+    that order instead of the id index."""
+    replica = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM message_positions WHERE conversation_id = $1)",
+        conversation_id,
+    )
+    if not replica:
+        records = await conn.fetch(
+            f"""SELECT {COLUMNS} FROM messages
+                WHERE conversation_id = $1 AND deleted_at IS NULL
+                  AND ($2::char(26) IS NULL OR id < $2)
+                ORDER BY id DESC LIMIT $3""",
+            conversation_id,
+            before,
+            limit,
+        )
+        return [message_from_record(r) for r in records]
     records = await conn.fetch(
-        f"""SELECT {COLUMNS} FROM messages
-            WHERE conversation_id = $1 AND deleted_at IS NULL
-              AND ($2::char(26) IS NULL OR id < $2)
-            ORDER BY id DESC LIMIT $3""",
+        f"""SELECT * FROM (SELECT {PLACED_COLUMNS} FROM messages
+                           WHERE conversation_id = $1 AND deleted_at IS NULL) placed
+            WHERE $2::char(26) IS NULL OR position < COALESCE(
+              (SELECT position FROM message_positions WHERE message_id = $2), $2)
+            ORDER BY position DESC LIMIT $3""",
         conversation_id,
         before,
         limit,
     )
     return [message_from_record(r) for r in records]
+
+
+async def place_message(
+    conn: asyncpg.Connection, *, message_id: str, conversation_id: str, position: str
+) -> bool:
+    """Record ``position`` (a ULID) as the place of ``message_id`` in ``conversation_id``'s
+    order, once: False when the message already has a place (nothing changes)."""
+    placed = await conn.fetchval(
+        """INSERT INTO message_positions (message_id, conversation_id, position)
+           VALUES ($1, $2, $3) ON CONFLICT (message_id) DO NOTHING RETURNING 1""",
+        message_id,
+        conversation_id,
+        position,
+    )
+    return placed is not None
 
 
 async def count_unread(

@@ -59,7 +59,7 @@ import asyncio
 import json
 import logging
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,6 +70,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from a2a.batch import item_outcomes
+from a2a.confer import answered_position
 from did.errors import AddressRefusedError, DIDResolutionError
 from did.outbound import OutboundPolicy, read_capped
 from did.resolver import parse_json_object
@@ -77,6 +78,7 @@ from gateway.clock import Clock
 from gateway.db import Pool, transaction
 from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
+from gateway.services import group_order
 from gateway.services.deliveries import announce_delivery
 from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import Identity
@@ -257,13 +259,16 @@ class DeliveryWorker(DrainingWorker):
 
     async def _attempt(self, row: store.OutboxRow) -> None:
         span = self._start_span(row)
+        positions: dict[str, str] = {}
         try:
-            outcome, reason, retry_after = await self._post(row, span)
+            outcome, reason, retry_after, position = await self._post(row, span)
+            if position is not None:
+                positions[row.id] = position
         except Exception as exc:  # a bug of ours: keep the row, back off, keep the worker
             log.exception("delivery %s to %s failed unexpectedly", row.id, row.endpoint)
             outcome, reason, retry_after = "retry", f"internal error: {type(exc).__name__}", None
         self._end_span(span, outcome, reason)
-        await self._record([(row, outcome, reason)], retry_after)
+        await self._record([(row, outcome, reason)], retry_after, positions)
 
     async def _attempt_batch(self, batch: Batch) -> None:
         """One signed JSON-RPC batch for ``batch``'s rows (as many as fit its byte limit; the
@@ -278,8 +283,9 @@ class DeliveryWorker(DrainingWorker):
             await self._attempt(sent[0])
             return
         span = self._start_span(sent[0], len(sent))
+        positions: dict[str, str] = {}
         try:
-            outcomes, retry_after = await self._post_batch(sent, elements, span)
+            outcomes, retry_after, positions = await self._post_batch(sent, elements, span)
         except Exception as exc:  # a bug of ours: keep the rows, back off, keep the worker
             log.exception("batch to %s failed unexpectedly", sent[0].endpoint)
             reason = f"internal error: {type(exc).__name__}"
@@ -289,7 +295,7 @@ class DeliveryWorker(DrainingWorker):
             "delivered",
         )
         self._end_span(span, worst, "see each delivery")
-        await self._record([(r, *outcomes[r.id]) for r in sent], retry_after)
+        await self._record([(r, *outcomes[r.id]) for r in sent], retry_after, positions)
 
     def _start_span(self, row: store.OutboxRow, items: int = 1) -> trace.Span | None:
         """The request's ``CLIENT`` span, child of the request that queued ``row`` (the
@@ -349,26 +355,29 @@ class DeliveryWorker(DrainingWorker):
 
     async def _post(
         self, row: store.OutboxRow, span: trace.Span | None = None
-    ) -> tuple[str, str, float | None]:
-        """Send one delivery; ``(outcome, reason, retry_after)`` (module docstring)."""
+    ) -> tuple[str, str, float | None, str | None]:
+        """Send one delivery; ``(outcome, reason, retry_after, position)`` (module docstring;
+        ``position`` is the one a group's home answered a post with, see :func:`_position`)."""
         refused = self._refusal(row)
         if refused is not None:
-            return "failed", refused, None
+            return "failed", refused, None, None
         trace_fields = carrier_of(span) if span is not None else {}
         body = json.dumps(rpc_call(row, self._identity.public_url), separators=(",", ":"))
         request = self._request(row, body.encode(), trace_fields)
         answer = await self._exchange(request, row.endpoint, ANSWER_MAX_BYTES, span)
         if isinstance(answer[0], str):
-            return answer[0], str(answer[1]), None
+            return answer[0], str(answer[1]), None, None
         response, content = answer
         assert isinstance(response, httpx.Response)
         outcome, reason = classify(response.status_code, content)
-        return outcome, reason, _retry_after(response.headers)
+        position = _position(json_or_none(content)) if outcome == "delivered" else None
+        return outcome, reason, _retry_after(response.headers), position
 
     async def _post_batch(
         self, rows: list[store.OutboxRow], elements: list[bytes], span: trace.Span | None
-    ) -> tuple[dict[str, tuple[str, str]], float | None]:
-        """Send ``rows`` as one batch; each row's ``(outcome, reason)`` and ``Retry-After``."""
+    ) -> tuple[dict[str, tuple[str, str]], float | None, dict[str, str]]:
+        """Send ``rows`` as one batch; each row's ``(outcome, reason)``, ``Retry-After`` and
+        the positions a group's home answered posts with (by row id, see :func:`_position`)."""
         outcomes: dict[str, tuple[str, str]] = {}
         sendable: list[tuple[store.OutboxRow, bytes]] = []
         for row, element in zip(rows, elements, strict=True):
@@ -378,7 +387,7 @@ class DeliveryWorker(DrainingWorker):
             else:
                 sendable.append((row, element))
         if not sendable:
-            return outcomes, None
+            return outcomes, None, {}
         trace_fields = carrier_of(span) if span is not None else {}
         body = b"[" + b",".join(e for _, e in sendable) + b"]"
         request = self._request(sendable[0][0], body, trace_fields)
@@ -386,18 +395,19 @@ class DeliveryWorker(DrainingWorker):
         answer = await self._exchange(request, sendable[0][0].endpoint, cap, span)
         ids = [r.id for r, _ in sendable]
         if isinstance(answer[0], str):
-            return outcomes | {i: (answer[0], str(answer[1])) for i in ids}, None
+            return outcomes | {i: (answer[0], str(answer[1])) for i in ids}, None, {}
         response, content = answer
         assert isinstance(response, httpx.Response)
         status, retry_after = response.status_code, _retry_after(response.headers)
         if status in (401, 408, 429) or status >= 500:
-            return outcomes | {i: ("retry", f"HTTP {status}") for i in ids}, retry_after
-        per_item = item_outcomes(json_or_none(content), ids) if 200 <= status < 300 else None
+            return outcomes | {i: ("retry", f"HTTP {status}") for i in ids}, retry_after, {}
+        parsed = json_or_none(content) if 200 <= status < 300 else None
+        per_item = item_outcomes(parsed, ids) if 200 <= status < 300 else None
         if per_item is None:  # the peer did not take it as a batch: single requests from now
             await self._cards.forget(sendable[0][0].destination)
             why = f"HTTP {status}: not answered as a batch; sending single requests"
-            return outcomes | {i: ("retry", why) for i in ids}, retry_after
-        return outcomes | per_item, retry_after
+            return outcomes | {i: ("retry", why) for i in ids}, retry_after, {}
+        return outcomes | per_item, retry_after, _batch_positions(parsed, per_item)
 
     def _refusal(self, row: store.OutboxRow) -> str | None:
         """Why the instance federation policy forbids this delivery, or None: it is checked at
@@ -435,11 +445,16 @@ class DeliveryWorker(DrainingWorker):
         return request
 
     async def _record(
-        self, results: list[tuple[store.OutboxRow, str, str]], retry_after: float | None
+        self,
+        results: list[tuple[store.OutboxRow, str, str]],
+        retry_after: float | None,
+        positions: Mapping[str, str] | None = None,
     ) -> None:
         """Record the outcome of one request's rows, in one transaction: each row marked,
         audited and announced; the destination cleared when the peer answered any row, else
-        one more failure counted (and parked when it keeps failing)."""
+        one more failure counted (and parked when it keeps failing). A delivered post the
+        group's home answered with a position (``positions``, by row id) takes its place in
+        the group's order (:func:`gateway.services.group_order.place_answered`)."""
         now = self._clock.now()
         settings = self._settings
         async with transaction(self._pool) as tx:
@@ -470,6 +485,15 @@ class DeliveryWorker(DrainingWorker):
                     outcome = "parked" if parked else "retry"
                 elif outcome == "delivered":
                     await store.mark_delivered(conn, id=row.id, now=now)
+                    position = (positions or {}).get(row.id)
+                    if position is not None and row.message_id is not None:
+                        await group_order.place_answered(
+                            tx,
+                            self._hub,
+                            message_id=row.message_id,
+                            destination=row.destination,
+                            position=position,
+                        )
                 else:
                     await store.mark_failed(conn, id=row.id, now=now, error=reason)
                 await audit_store.insert_audit(
@@ -487,6 +511,27 @@ class DeliveryWorker(DrainingWorker):
                 if self._hub is not None:  # the event commits with the state it reports
                     await announce_delivery(tx, self._hub, row.id)
                 DELIVERIES.labels(outcome).inc()
+
+
+def _position(answer: Any) -> str | None:
+    """The position in a JSON-RPC response's ``result`` (:func:`a2a.confer.answered_position`),
+    or None; never raises."""
+    return answered_position(answer.get("result")) if isinstance(answer, dict) else None
+
+
+def _batch_positions(answer: Any, outcomes: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """The positions of a batch answer's delivered calls (by call id); never raises."""
+    if not isinstance(answer, list):
+        return {}
+    positions: dict[str, str] = {}
+    for element in answer:
+        rpc_id = element.get("id") if isinstance(element, dict) else None
+        if not isinstance(rpc_id, str) or outcomes.get(rpc_id, ("", ""))[0] != "delivered":
+            continue
+        position = _position(element)
+        if position is not None:
+            positions.setdefault(rpc_id, position)
+    return positions
 
 
 async def resume_destination(pool: asyncpg.Pool, clock: Clock, endpoint: str) -> bool:

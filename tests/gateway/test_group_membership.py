@@ -5,12 +5,13 @@ roles and archive state; replicas follow its events, and a replica member's chan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NamedTuple
 
 from tests.gateway.fakepeer import run_fake_peer
-from tests.gateway.harness import User, run_instance
+from tests.gateway.harness import Instance, User, run_instance
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -28,6 +29,40 @@ async def new_group(owner: User, name: str, dids: list[str]) -> str:
     )
     assert created.status_code == 201, created.text
     return str(created.json()["id"])
+
+
+class GroupOfThree(NamedTuple):
+    """Instances A (the home), B and C; alice, bob and carol on them; the group ``g1`` at
+    home and its replicas ``rb`` (B) and ``rc`` (C)."""
+
+    a: Instance
+    b: Instance
+    c: Instance
+    alice: User
+    bob: User
+    carol: User
+    g1: str
+    rb: str
+    rc: str
+
+
+@contextlib.asynccontextmanager
+async def group_of_three(make_database: Any) -> AsyncIterator[GroupOfThree]:
+    """Three running instances, each with its own database, and a group "G1" of alice (A)
+    with bob (B) and carol (C), once both replicas exist."""
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as b,
+        run_instance(await make_database()) as c,
+    ):
+        alice, bob, carol = (
+            await a.register("alice"),
+            await b.register("bob"),
+            await c.register("carol"),
+        )
+        g1 = await new_group(alice, "G1", [bob.did, carol.did])
+        rb, rc = (await the_group(bob))["id"], (await the_group(carol))["id"]
+        yield GroupOfThree(a, b, c, alice, bob, carol, g1, rb, rc)
 
 
 async def groups_of(user: User) -> list[dict[str, Any]]:

@@ -1,14 +1,19 @@
-"""A group's home orders its messages: under concurrent posts from members on A (the home), B
-and C, every instance ends with every message exactly once, each author's messages in the
-order written, and the messages an instance receives from the home in the home's order.
-Three real instances on loopback, each with its own database."""
+"""A group's home orders its messages, and every instance shows them in that one order: under
+concurrent posts from members on A (the home), B and C, every instance ends with every message
+exactly once and lists them (REST) in the same order, each with the home's id as its
+``position``; a replica's own post that the home ordered after a message reaching the replica
+later moves behind it (``message.ordered`` on its author's socket). Three real instances on
+loopback, each with its own database."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Any
+from urllib.parse import urlsplit
 
-from tests.gateway.harness import Instance, User, run_instance
-from tests.gateway.test_group_membership import new_group, the_group
+from tests.gateway.harness import Instance, User
+from tests.gateway.test_group_membership import group_of_three
 from tests.gateway.test_group_replicas import settle
 
 POSTS = 6
@@ -25,24 +30,30 @@ async def in_order(instance: Instance, conversation_id: str) -> list[str]:
     return [r["content"] for r in rows]
 
 
+async def listed(user: User, conversation_id: str) -> list[dict[str, Any]]:
+    """The conversation's messages as its member's client reads them (REST), oldest first."""
+    items: list[dict[str, Any]] = []
+    before: str | None = None
+    while True:
+        params = {"limit": "200", **({"before": before} if before else {})}
+        response = await user.request(
+            "GET", f"/v1/conversations/{conversation_id}/messages", params=params
+        )
+        assert response.status_code == 200, response.text
+        page = response.json()
+        items.extend(page["items"])
+        before = page["next_before"]
+        if before is None:
+            return items[::-1]
+
+
 async def posts(user: User, conversation_id: str, tag: str) -> None:
     for n in range(POSTS):
         await user.send(conversation_id, f"{tag}-{n}")
 
 
 async def test_concurrent_posts_from_three_instances_keep_the_homes_order(make_database) -> None:
-    async with (
-        run_instance(await make_database()) as a,
-        run_instance(await make_database()) as b,
-        run_instance(await make_database()) as c,
-    ):
-        alice, bob, carol = (
-            await a.register("alice"),
-            await b.register("bob"),
-            await c.register("carol"),
-        )
-        g1 = await new_group(alice, "G1", [bob.did, carol.did])
-        rb, rc = (await the_group(bob))["id"], (await the_group(carol))["id"]
+    async with group_of_three(make_database) as (a, b, c, alice, bob, carol, g1, rb, rc):
         await asyncio.gather(posts(alice, g1, "a"), posts(bob, rb, "b"), posts(carol, rc, "c"))
         everything = {f"{t}-{n}" for t in "abc" for n in range(POSTS)}
         for _ in range(1200):
@@ -59,3 +70,60 @@ async def test_concurrent_posts_from_three_instances_keep_the_homes_order(make_d
         # What a replica receives from the home arrives in the home's order.
         assert [t for t in on_b if t[0] != "b"] == [t for t in home if t[0] != "b"]
         assert [t for t in on_c if t[0] != "c"] == [t for t in home if t[0] != "c"]
+        # Every member reads the same order, each message at the home's id of it.
+        at_home = await listed(alice, g1)
+        assert [m["content"] for m in at_home] == home
+        assert all(m["position"] == m["id"] for m in at_home)
+        for user, cid in ((bob, rb), (carol, rc)):
+            replica = await listed(user, cid)
+            assert [m["content"] for m in replica] == home
+            assert [m["position"] for m in replica] == [m["id"] for m in at_home]
+
+
+async def test_a_replicas_own_post_moves_behind_what_the_home_ordered_before_it(
+    make_database,
+) -> None:
+    """Carol's post (C) reaches the home first but reaches B only after bob's later post was
+    stored on B: B still lists carol's first, as every instance does."""
+    async with group_of_three(make_database) as (a, b, c, alice, bob, carol, g1, rb, rc):
+        await settle(a, b, c)
+        # The home holds what it relays to B: B's destination is parked at A (until B next
+        # reaches A, which unparks it).
+        to_b = urlsplit(b.base_url).netloc.replace("127.0.0.1", "localhost")
+        async with a.state.pool.acquire() as conn:
+            await conn.execute(
+                """INSERT INTO federation_destinations (destination, failures, parked_at)
+                   VALUES ($1, 5, NOW())
+                   ON CONFLICT (destination) DO UPDATE SET failures = 5, parked_at = NOW()""",
+                to_b,
+            )
+        first = await carol.send(rc, "carol first")
+        for _ in range(600):
+            if "carol first" in [m["content"] for m in await listed(alice, g1)]:
+                break
+            await asyncio.sleep(0.05)
+        assert "carol first" not in [m["content"] for m in await listed(bob, rb)]
+        async with bob.websocket() as ws:
+            second = await bob.send(rb, "bob second")  # stored on B before carol's arrives
+            ordered = None
+            async with asyncio.timeout(60):
+                while ordered is None:
+                    frame = json.loads(await ws.recv())
+                    if frame.get("type") == "message.ordered":
+                        ordered = frame["data"]
+        await settle(a, b, c)
+        home = await listed(alice, g1)
+        assert [m["content"] for m in home] == ["carol first", "bob second"]
+        on_b = await listed(bob, rb)
+        assert [m["content"] for m in on_b] == ["carol first", "bob second"]
+        # B stored bob's post first: its id is below the one carol's copy got there.
+        bobs, carols = on_b[1], on_b[0]
+        assert bobs["id"] == second["id"] and bobs["id"] < carols["id"]
+        assert [m["position"] for m in on_b] == [m["id"] for m in home]
+        assert ordered == {"conversation_id": rb, "id": second["id"], "position": home[1]["id"]}
+        detail = await bob.request("GET", f"/v1/conversations/{rb}/messages/{second['id']}")
+        assert detail.status_code == 200, detail.text
+        assert detail.json()["message"]["position"] == home[1]["id"]
+        on_c = await listed(carol, rc)
+        assert [m["content"] for m in on_c] == ["carol first", "bob second"]
+        assert on_c[0]["id"] == first["id"]

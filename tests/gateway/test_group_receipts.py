@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, User, next_event, run_instance
-from tests.gateway.test_group_membership import eventually, new_group, the_group
+from tests.gateway.test_group_membership import eventually, group_of_three, new_group, the_group
 from tests.gateway.test_group_replicas import arrived, settle
 
 
@@ -79,18 +79,7 @@ def receipt_body(sender: str, group: str, home: str, named: str) -> dict[str, An
 
 
 async def test_a_read_on_c_reaches_the_author_on_b_and_the_home(make_database) -> None:
-    async with (
-        run_instance(await make_database()) as a,
-        run_instance(await make_database()) as b,
-        run_instance(await make_database()) as c,
-    ):
-        alice, bob, carol = (
-            await a.register("alice"),
-            await b.register("bob"),
-            await c.register("carol"),
-        )
-        g1 = await new_group(alice, "G1", [bob.did, carol.did])
-        rb, rc = (await the_group(bob))["id"], (await the_group(carol))["id"]
+    async with group_of_three(make_database) as (a, b, c, alice, bob, carol, g1, rb, rc):
         posted = await bob.send(rb, "from bob")
         (home_copy,) = await arrived(a, "from bob")
         (c_copy,) = await arrived(c, "from bob")

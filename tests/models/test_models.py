@@ -120,6 +120,7 @@ EXAMPLES: dict[type[BaseModel], dict[str, Any]] = {
         "translation": {"from": "zh", "to": "en", "provider": "deepl"},
         "via": "claude-code",
         "created_at": NOW,
+        "position": MESSAGE_ID,
     },
     models.PeerAgentRow: {
         "id": PEER_ID,

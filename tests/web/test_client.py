@@ -23,7 +23,9 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
 import pytest
 
@@ -105,6 +107,15 @@ async def restarted(port: int, database_url: str) -> AsyncIterator[str]:
         if process.returncode is None:
             process.terminate()
             await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def _connection(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 async def register(page: Any, base_url: str, username: str) -> str:
@@ -345,6 +356,28 @@ async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> 
         await send(carol, "Carol agrees")
         await expect(message(alice, "Carol agrees")).to_have_count(1)
         await shot(alice, "group-desktop")
+
+        # One order everywhere: bob's post waits on B (A's destination parked there) while
+        # alice writes on A; the home orders alice's first, and bob's client moves his own
+        # post behind hers when the home's answer places it (message.ordered).
+        async with contextlib.AsyncExitStack() as db:
+            conn = await db.enter_async_context(_connection(b_db))
+            await conn.execute(
+                """INSERT INTO federation_destinations (destination, failures, parked_at)
+                   VALUES ($1, 5, NOW())
+                   ON CONFLICT (destination) DO UPDATE SET failures = 5, parked_at = NOW()""",
+                urlsplit(a_url).netloc,
+            )
+        await send(bob, "Bob writes first")
+        await expect(message(bob, "Bob writes first")).to_have_count(1)
+        await send(alice, "Alice answers before it reaches her")
+        await expect(message(bob, "Alice answers before it reaches her")).to_have_count(1)
+        for page in (alice, bob):
+            await expect(message(page, "Bob writes first")).to_have_count(1)
+            await expect(page.get_by_test_id("message").last).to_contain_text("Bob writes first")
+            await expect(page.get_by_test_id("message").nth(-2)).to_contain_text(
+                "Alice answers before it reaches her"
+            )
 
         # Alice addresses bob's agent; its policy asks bob; he approves once in the client.
         await bob.goto(b_url + "/#/agent")

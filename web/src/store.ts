@@ -33,6 +33,8 @@ export interface Message {
   language?: string | null;
   citations?: { source: string; url?: string; trust_level: string; passage?: string }[] | null;
   created_at: string;
+  /** The message's place in its conversation (a group replica shows the home's order). */
+  position?: string | null;
   read_by?: { user_id: string; read_at?: string }[];
   edited?: boolean;
   deleted?: boolean;
@@ -327,6 +329,16 @@ export class Store {
       case "message.edited":
         this.upsert({ ...d, edited: true });
         break;
+      case "message.ordered": {
+        // The group's home placed our post: move it to the home's position.
+        const list = this.messages.get(d.conversation_id);
+        if (list)
+          this.messages.set(
+            d.conversation_id,
+            merge(list, list.filter((m) => m.id === d.id).map((m) => ({ ...m, position: d.position }))),
+          );
+        break;
+      }
       case "message.deleted": {
         const list = this.messages.get(d.conversation_id);
         if (list)
@@ -528,5 +540,12 @@ function merge(list: Message[], more: Message[]): Message[] {
     if (old?.deleted) continue; // a tombstone wins over a late copy
     byId.set(m.id, { ...old, ...m, edited: m.edited || old?.edited });
   }
-  return [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return [...byId.values()].sort(byPosition);
+}
+
+/** Conversation order: by ``position`` (the group home's order), the id breaking ties. */
+function byPosition(a: Message, b: Message): number {
+  const [pa, pb] = [a.position ?? a.id, b.position ?? b.id];
+  if (pa !== pb) return pa < pb ? -1 : 1;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
