@@ -367,6 +367,44 @@ class MessageDetail(ConferModel):
     )
 
 
+READ_STATE_UNREAD_CAP = 1000
+"""The most messages a :class:`ReadStatePublic` counts as unread (more show as this number)."""
+
+
+class ReadStatePublic(ConferModel):
+    """One participant's read state in a conversation, as this instance knows it: a local
+    member's own reads, a remote member's as its read receipts reached here (in a group, from
+    the group's home). ``unread`` counts the visible messages from others after
+    ``last_read_message_id`` (all of them before a first read), at most
+    :data:`READ_STATE_UNREAD_CAP`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "participant_id": "01JDQ5V5M8K1W6X2Y3Z4A5B6C7",
+                    "did": "did:web:b.example:users:bob",
+                    "last_read_message_id": "01JDQ5V9ZPE2T7R3S8N4M6K1H0",
+                    "last_read_at": "2026-11-30T06:38:24.123456Z",
+                    "unread": 2,
+                }
+            ]
+        }
+    )
+
+    participant_id: Ulid
+    did: str | None = None
+    last_read_message_id: Ulid | None = None
+    last_read_at: Timestamp | None = None
+    unread: int = Field(ge=0, le=READ_STATE_UNREAD_CAP)
+
+
+class ReadStateList(ConferModel):
+    """``GET /v1/conversations/{id}/reads``: every participant's read state, in join order."""
+
+    items: list[ReadStatePublic]
+
+
 class ReadCreate(ConferModel):
     """``POST /v1/conversations/{id}/read``: everything up to ``message_id`` has been read."""
 

@@ -19,6 +19,7 @@ from models.api import (
     MessageCreate,
     MessagePage,
     MessagePosted,
+    ReadStateList,
 )
 from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 
@@ -117,6 +118,18 @@ async def post_message(
         consent_seconds=state.settings.permission_ttl_seconds,
         posts=state.posts,
     )
+
+
+@router.get(
+    "/v1/conversations/{conversation_id}/reads",
+    summary="Every participant's read state",
+    responses=_ERRORS,
+)
+async def read_states(conversation_id: str, current: Current, state: State) -> ReadStateList:
+    """How far each participant has read and how many messages from others it has not read
+    yet (at most 1000), in join order; a remote member's as its read receipts reached this
+    instance."""
+    return await service.read_states(state.pool, current.user, checked_id(conversation_id))
 
 
 @router.get(

@@ -50,12 +50,15 @@ from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import Agent, ConversationRow, Message, User
 from models.api import (
+    READ_STATE_UNREAD_CAP,
     ConversationCreate,
     ConversationPublic,
     MembershipPublic,
     MessageCreate,
     MessagePosted,
     ParticipantPublic,
+    ReadStateList,
+    ReadStatePublic,
 )
 
 MESSAGE_CREATED = "message.created"
@@ -632,6 +635,22 @@ async def idempotent_message(
     if message is None:
         raise MessageNotFoundError("the message sent with this Idempotency-Key was deleted")
     return message
+
+
+async def read_states(pool: asyncpg.Pool, user: User, conversation_id: str) -> ReadStateList:
+    """Every participant's read state in a conversation of ``user``'s
+    (:class:`~models.api.ReadStatePublic`). Raises ConversationNotFoundError (404) when
+    ``user`` takes no part in it."""
+    async with pool.acquire() as conn:
+        conversation = await conv_store.get_conversation_for_user(
+            conn, conversation_id=conversation_id, user_id=user.id
+        )
+        if conversation is None:
+            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        rows = await conv_store.list_read_states(
+            conn, conversation_id=conversation_id, cap=READ_STATE_UNREAD_CAP
+        )
+    return ReadStateList(items=[ReadStatePublic.model_validate(r) for r in rows])
 
 
 async def list_messages(

@@ -165,6 +165,35 @@ async def list_participants(
     return [dict(r) for r in records]
 
 
+async def list_read_states(
+    conn: asyncpg.Connection, *, conversation_id: str, cap: int
+) -> list[dict[str, Any]]:
+    """Every participant's read state (``participant_id``, ``did``, ``last_read_message_id``,
+    ``last_read_at``, ``unread``), in join order: ``unread`` counts the visible messages not
+    sent by the participant after its read position (all before a first read), at most
+    ``cap`` (each count stops there, so a large history costs at most ``cap`` rows per
+    participant)."""
+    records = await conn.fetch(
+        """SELECT p.id AS participant_id, COALESCE(u.did, a.did, pa.did) AS did,
+                  r.message_id AS last_read_message_id, p.last_read_at,
+                  (SELECT count(*) FROM (
+                     SELECT 1 FROM messages m
+                     WHERE m.conversation_id = p.conversation_id AND m.deleted_at IS NULL
+                       AND m.sender_id <> COALESCE(p.user_id, p.agent_id, p.peer_id)
+                       AND m.id > COALESCE(r.message_id, '')
+                     LIMIT $2) unread) AS unread
+           FROM conversation_participants p
+           LEFT JOIN conversation_reads r ON r.participant_id = p.id
+           LEFT JOIN users u ON u.id = p.user_id
+           LEFT JOIN agents a ON a.id = p.agent_id
+           LEFT JOIN peer_agents pa ON pa.id = p.peer_id
+           WHERE p.conversation_id = $1 ORDER BY p.id""",
+        conversation_id,
+        cap,
+    )
+    return [dict(r) for r in records]
+
+
 async def touch_conversation(conn: asyncpg.Connection, *, conversation_id: str) -> None:
     """Bump ``updated_at`` so the conversation sorts first in its members' lists.
 

@@ -1,9 +1,10 @@
 """A federated group across three real ``confer serve`` processes (A, B, C), each with its own
 database, seen only through what their users see (REST and WebSocket): the same name, members,
-roles and messages in the same order on every instance; membership changes, a rename and the
-archive reflected everywhere; every content type and a file (its SHA-256 checked) intact on B
-and C; read receipts moving the read state on the other instances; a direct reply that never
-lands in the group; a refused delivery reaching the sender's WebSocket as ``failed``.
+roles and messages in the same order on every instance (posted one after another and all at
+once); membership changes, a rename and the archive reflected everywhere; every content type
+and a file (its SHA-256 checked) intact on B and C; read receipts moving the read state and
+unread count on the other instances; a direct reply that never lands in the group; a refused
+delivery reaching the sender's WebSocket as ``failed``.
 
 The in-process tests (``test_group_membership.py``, ``test_group_receipts.py``…) look at each
 database; this one is the end-to-end view across process boundaries.
@@ -109,10 +110,10 @@ async def state(person: Person, cid: str) -> dict[str, Any] | None:
 
 
 async def messages(person: Person, cid: str) -> list[dict[str, Any]]:
-    """The messages ``person`` reads in ``cid``, oldest first."""
+    """The messages ``person`` reads in ``cid``, oldest first, in the order the instance
+    lists them (newest first, reversed)."""
     body = await person.ok("GET", f"/v1/conversations/{cid}/messages", params={"limit": 200})
-    items = body["items"] if isinstance(body, dict) else body
-    return sorted(items, key=lambda m: m["id"])
+    return list(body["items"])[::-1]
 
 
 async def same_everywhere(
@@ -180,6 +181,21 @@ async def test_a_group_across_three_served_instances(make_database: Any) -> None
         for person, cid in views:
             assert texts(await messages(person, cid)) == order, person.did
 
+        # Posts from A, B and C at once: once every instance has them all, each lists the
+        # home's one order, every message at the home's id of it (its position).
+        burst = [(alice, g, "a"), (bob, gb, "b"), (carol, gc, "c")]
+        posted = 3 + 5 * len(burst)
+        await asyncio.gather(
+            *(
+                p.ok("POST", f"/v1/conversations/{cid}/messages", 201, json={"content": f"{t}{n}"})
+                for n in range(5)
+                for p, cid, t in burst
+            )
+        )
+        await eventually(
+            lambda: _everywhere_in_one_order(views, posted), "the burst in one order on A, B and C"
+        )
+
         # Every content type and a file from A: intact on B and C.
         sent = [
             await alice.ok("POST", f"/v1/conversations/{g}/messages", 201, json=body)
@@ -203,10 +219,10 @@ async def test_a_group_across_three_served_instances(make_database: Any) -> None
         )  # fmt: skip
         for person, cid in ((bob, gb), (carol, gc)):
             arrived = await eventually(
-                lambda p=person, c=cid: _when_count(p, c, 3 + len(CONTENT) + 1),
+                lambda p=person, c=cid: _when_count(p, c, posted + len(CONTENT) + 1),
                 f"every content type on {person.base_url}",
             )
-            copies = arrived[3 : 3 + len(CONTENT)]
+            copies = arrived[posted : posted + len(CONTENT)]
             for mine, theirs in zip(sent, copies, strict=True):
                 assert theirs["sender_did"] == alice.did
                 for field in FIELDS:
@@ -225,20 +241,26 @@ async def test_a_group_across_three_served_instances(make_database: Any) -> None
         # A read on B moves the read state on A and C (bob's receipt, relayed by the home):
         # the last message there gains its one reader (remote readers are listed by the ids
         # each instance gives them).
+        # Bob's unread count, as every instance shows it (GET …/reads), drops to 0 there too.
         lasts = {}
         for person, cid in ((alice, g), (carol, gc)):
             last = (await messages(person, cid))[-1]["id"]
             lasts[person.did] = (last, len(await _read_by(person, cid, last)))
+            assert (await _read_state(person, cid, bob.did))["unread"] > 0
         on_b = await messages(bob, gb)
         await bob.ok("POST", f"/v1/conversations/{gb}/read", json={"message_id": on_b[-1]["id"]})
         assert (await bob.ok("GET", f"/v1/conversations/{gb}"))["membership"]["unread"] == 0
+        assert (await _read_state(bob, gb, bob.did))["unread"] == 0
         for person, cid in ((alice, g), (carol, gc)):
             last, before = lasts[person.did]
             await eventually(
                 lambda p=person, c=cid, m=last, n=before: _more_readers(p, c, m, n),
                 f"bob's read on {person.base_url}",
             )
+            bobs = await _read_state(person, cid, bob.did)
+            assert bobs["unread"] == 0 and bobs["last_read_message_id"] == last
         assert (await carol.ok("GET", f"/v1/conversations/{gc}"))["membership"]["unread"] > 0
+        assert (await _read_state(alice, g, carol.did))["unread"] > 0
 
         # Membership: erin (C) added, bob promoted, dave removed, renamed, then archived.
         await alice.ok("POST", f"/v1/conversations/{g}/participants", 201, json={"did": erin.did})
@@ -261,6 +283,8 @@ async def test_a_group_across_three_served_instances(make_database: Any) -> None
         del members[dave.did]
         views.remove((dave, g))
         assert await state(dave, g) is None
+        gone = await dave.call("GET", f"/v1/conversations/{g}/reads")
+        assert gone.status_code == 404 and gone.json()["code"] == "conversation_not_found"
         await same_everywhere(views, expected, "dave removed on A, B and C")
         await bob.ok("PATCH", f"/v1/conversations/{gb}", json={"name": "Launch v2"})
         expected["name"] = "Launch v2"
@@ -344,6 +368,27 @@ async def _downloaded(person: Person, attachment_id: str) -> httpx.Response | No
 async def _read_by(person: Person, cid: str, message_id: str) -> list[Any]:
     detail = await person.ok("GET", f"/v1/conversations/{cid}/messages/{message_id}")
     return list(detail["read_by"])
+
+
+async def _everywhere_in_one_order(views: list[tuple[Person, str]], count: int) -> bool:
+    """True once every view lists ``count`` messages, all in the first view's order (the
+    home's) and at the home's ids; False while some are still on their way."""
+    lists = [await messages(p, cid) for p, cid in views]
+    if any(len(found) < count for found in lists):
+        return False
+    home = lists[0]
+    for found in lists[1:]:
+        if [m["position"] for m in found] != [m["id"] for m in home]:
+            return False  # an answer that places a post may still be on its way
+        assert texts(found) == texts(home)
+    return True
+
+
+async def _read_state(person: Person, cid: str, did: str) -> dict[str, Any]:
+    """The read state of the participant ``did`` as ``person``'s instance shows it."""
+    states = (await person.ok("GET", f"/v1/conversations/{cid}/reads"))["items"]
+    (state,) = [s for s in states if s["did"] == did]
+    return dict(state)
 
 
 async def _more_readers(person: Person, cid: str, message_id: str, before: int) -> bool:
