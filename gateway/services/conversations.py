@@ -310,11 +310,7 @@ async def get_conversation(
 ) -> ConversationPublic:
     """A conversation the user takes part in. Raises ConversationNotFoundError otherwise."""
     async with pool.acquire() as conn:
-        conversation = await conv_store.get_conversation_for_user(
-            conn, conversation_id=conversation_id, user_id=user.id
-        )
-        if conversation is None:
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        conversation = await _taking_part(conn, user, conversation_id)
         held = await message_requests.held_conversations(conn, user_id=user.id)
         return await conversation_public(
             conn,
@@ -637,16 +633,24 @@ async def idempotent_message(
     return message
 
 
+async def _taking_part(
+    conn: asyncpg.Connection, user: User, conversation_id: str
+) -> ConversationRow:
+    """The conversation ``user`` takes part in. Raises ConversationNotFoundError (404)."""
+    conversation = await conv_store.get_conversation_for_user(
+        conn, conversation_id=conversation_id, user_id=user.id
+    )
+    if conversation is None:
+        raise ConversationNotFoundError(f"no conversation {conversation_id}")
+    return conversation
+
+
 async def read_states(pool: asyncpg.Pool, user: User, conversation_id: str) -> ReadStateList:
     """Every participant's read state in a conversation of ``user``'s
     (:class:`~models.api.ReadStatePublic`). Raises ConversationNotFoundError (404) when
     ``user`` takes no part in it."""
     async with pool.acquire() as conn:
-        conversation = await conv_store.get_conversation_for_user(
-            conn, conversation_id=conversation_id, user_id=user.id
-        )
-        if conversation is None:
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        await _taking_part(conn, user, conversation_id)
         rows = await conv_store.list_read_states(
             conn, conversation_id=conversation_id, cap=READ_STATE_UNREAD_CAP
         )
@@ -658,11 +662,7 @@ async def list_messages(
 ) -> tuple[list[Message], str | None]:
     """A page of messages newest first, and the cursor for the next page (None at the end)."""
     async with pool.acquire() as conn:
-        conversation = await conv_store.get_conversation_for_user(
-            conn, conversation_id=conversation_id, user_id=user.id
-        )
-        if conversation is None:
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        await _taking_part(conn, user, conversation_id)
         items = await messages_store.list_messages(
             conn, conversation_id=conversation_id, before=before, limit=limit + 1
         )
