@@ -55,6 +55,7 @@ async def enqueue_for_message(
     in_reply_to: str | None = None,
     conversation_type: str | None = None,
     admit: Admit | None = None,
+    group_agents: bool = True,
 ) -> list[str]:
     """Queue a task for every local agent a user's message reaches; returns the task ids.
 
@@ -68,7 +69,9 @@ async def enqueue_for_message(
     lets it). Only people's messages start tasks, never agents' answers, so agents cannot
     loop. Call in the unit of work that stores the message: each task is announced on
     ``queue`` there. A caller that knows the ``conversation_type`` passes it: only
-    ``direct_user_agent`` and ``group`` start tasks, so the others need no look-up.
+    ``direct_user_agent`` and ``group`` start tasks, so the others need no look-up; one
+    that knows a group has no local agent among its participants passes ``group_agents``
+    False for the same reason.
     """
     conn = tx.conn
     addressed = await addressed_agents(
@@ -78,6 +81,7 @@ async def enqueue_for_message(
         text=text,
         in_reply_to=in_reply_to,
         conversation_type=conversation_type,
+        group_agents=group_agents,
     )
     if admit is not None and addressed:
         addressed = await admit(addressed)
@@ -97,10 +101,14 @@ async def addressed_agents(
     text: str | None,
     in_reply_to: str | None,
     conversation_type: str | None = None,
+    group_agents: bool = True,
 ) -> list[Agent]:
     """The local agents a user's message reaches (the rules of :func:`enqueue_for_message`;
-    ``conversation_type``, when known, spares the look-ups that cannot match)."""
+    ``conversation_type``, when known, and ``group_agents`` False, for a group known to have
+    no local agent, spare the look-ups that cannot match)."""
     if conversation_type not in (None, "direct_user_agent", "group"):
+        return []
+    if conversation_type == "group" and not group_agents:
         return []
     if conversation_type in (None, "direct_user_agent"):
         own = await tasks_store.get_addressed_agent(

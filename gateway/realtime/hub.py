@@ -32,7 +32,6 @@ from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
 from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
 from gateway.store import events as events_store
 from gateway.store import message_changes as change_store
-from gateway.store import notifications as notifications_store
 
 __all__ = ["EPHEMERAL_TYPES", "EventHub", "Subscriber"]
 
@@ -181,23 +180,21 @@ class EventHub:
         users = sorted(set(user_ids))
         text = _json(data)
         if users:
-            rows = await events_store.append_events(
-                tx.conn, user_ids=users, type=event_type, data=text
-            )
             sender, message_id = _delivery_of(event_type, data)
+            recipients = [uid for uid in users if uid != sender]
+            notice = None
+            if message_id is not None and recipients:  # queued in the same statement
+                notice = events_store.MessageNotice(
+                    recipients, message_id, str(data["conversation_id"])
+                )
+            rows = await events_store.append_events(
+                tx.conn, user_ids=users, type=event_type, data=text, notice=notice
+            )
             frames = [
                 (uid, event_frame(event_type, seq, text, message_id if uid != sender else None))
                 for uid, seq in rows
             ]
             tx.call_after(functools.partial(self.bus.publish, frames))
-            recipients = [uid for uid in users if uid != sender]
-            if message_id is not None and recipients:
-                await notifications_store.queue_message(
-                    tx.conn,
-                    user_ids=recipients,
-                    message_id=message_id,
-                    conversation_id=str(data["conversation_id"]),
-                )
         if conversation_id is not None:
             body = f'{{"type":{json.dumps(event_type)},"data":{text}}}'
             tx.call_after(functools.partial(self.bus.publish_conversation, conversation_id, body))

@@ -44,6 +44,7 @@ from gateway.services.peers import PeerDirectory
 from gateway.services.unread import unread_count
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
+from gateway.store import message_requests as requests_store
 from gateway.store import messages as messages_store
 from gateway.store import peers as peers_store
 from gateway.store import users as users_store
@@ -529,7 +530,9 @@ async def store_user_message(
             request_hash=request_hash(conversation_id, data),
             message_id=message.id,
         )
-    participants = await conv_store.list_participants(conn, conversation_id=conversation_id)
+    participants = await conv_store.list_participants(
+        conn, conversation_id=conversation_id, with_requests=True
+    )
     post = Post(
         message,
         sender_name=user.display_name or user.username,
@@ -542,17 +545,23 @@ async def store_user_message(
     # A direct conversation of two people; a request is only ever held for the one who did
     # not start it (gateway.services.message_requests), so a reply of theirs holds nothing.
     if conversation.type != "group" and len(local_users) == 2 and len(participants) == 2:
-        [other] = [u for u in local_users if u != user.id] or [user.id]
-        if other not in (user.id, conversation.created_by) and await message_requests.held_for(
+        [other] = [p for p in participants if p["user_id"] != user.id] or participants[:1]
+        if other["user_id"] not in (
+            user.id,
+            conversation.created_by,
+        ) and await message_requests.held_for(
             tx,
             hub,
             conversation_id=conversation_id,
-            user_id=other,
+            user_id=other["user_id"],
             sender_did=user.did,
             local_sender=True,
             message=body,
             default=message_requests_default,
             conversation=conversation,
+            known=requests_store.of_participant(
+                other, conversation_id=conversation_id, default=message_requests_default
+            ),
         ):
             local_users = [user.id]  # held apart for the other person: no message.created
     await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
@@ -567,6 +576,7 @@ async def store_user_message(
         in_reply_to=data.in_reply_to,
         conversation_type=conversation.type,
         admit=functools.partial(_admit, tx, hub, user, message, verdicts, consent_seconds),
+        group_agents=any(p["participant_type"] == "own_agent" for p in participants),
     )
     return message
 

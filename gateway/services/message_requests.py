@@ -40,14 +40,17 @@ async def held_for(
     message: dict[str, Any],
     default: bool = True,
     conversation: ConversationRow | None = None,
+    known: tuple[store.MessageRequestRow | None, bool] | None = None,
 ) -> bool:
     """Whether this message to ``user_id`` is held as (part of) a request (module docstring);
     opens the request and appends its ``message_request.created`` event at the first one.
     ``default`` applies when the user never set ``privacy.message_requests``
     (``CONFER_MESSAGE_REQUESTS_DEFAULT``); ``conversation``, when the caller holds its row
-    and knows ``user_id`` takes part in it, spares reading it again."""
+    and knows ``user_id`` takes part in it, spares reading it again, as ``known`` (the
+    user's request and preference, :func:`gateway.store.message_requests.of_participant`,
+    read in ``tx``) spares reading those."""
     conn = tx.conn
-    existing, wanted = await store.get_request_and_preference(
+    existing, wanted = known or await store.get_request_and_preference(
         conn, conversation_id=conversation_id, user_id=user_id, default=default
     )
     if existing is not None:

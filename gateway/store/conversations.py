@@ -139,26 +139,48 @@ async def list_conversations_for_user(
 
 
 async def list_participants(
-    conn: asyncpg.Connection, *, conversation_id: str
+    conn: asyncpg.Connection, *, conversation_id: str, with_requests: bool = False
 ) -> list[dict[str, Any]]:
     """Participants with their DID, display name and avatar URL (for peers: their published
     profile's, else the signed ``senderName``), (for peers) A2A endpoint and whether the
-    account behind them was deleted, by join order."""
+    account behind them was deleted, by join order.
+
+    With ``with_requests``, a local user's row also has its message request in the
+    conversation (``request_sender_did``, ``request_state``, ``request_created_at``,
+    ``request_decided_at``; None without one) and its ``privacy.message_requests``
+    preference (``requests_pref``, None when unset), read by
+    :func:`gateway.store.message_requests.of_participant`."""
+    requests = (
+        """,
+                  (u.preferences_json -> 'privacy' ->> 'message_requests')::boolean
+                    AS requests_pref,
+                  mr.sender_did AS request_sender_did, mr.state AS request_state,
+                  mr.created_at AS request_created_at, mr.decided_at AS request_decided_at"""
+        if with_requests
+        else ""
+    )
+    joined = (
+        """
+           LEFT JOIN message_requests mr
+             ON mr.conversation_id = p.conversation_id AND mr.user_id = p.user_id"""
+        if with_requests
+        else ""
+    )
     records = await conn.fetch(
-        """SELECT p.id, p.participant_type, p.user_id, p.agent_id, p.peer_id, p.role,
+        f"""SELECT p.id, p.participant_type, p.user_id, p.agent_id, p.peer_id, p.role,
                   p.joined_at,
                   COALESCE(u.did, a.did, pa.did) AS did,
                   COALESCE(u.display_name, u.username, a.name, pp.display_name, pa.name)
                     AS name,
                   COALESCE(u.avatar_url, a.avatar_url, pp.avatar_url) AS avatar_url,
                   pa.endpoint AS endpoint,
-                  COALESCE(u.deleted_at, au.deleted_at) IS NOT NULL AS deleted
+                  COALESCE(u.deleted_at, au.deleted_at) IS NOT NULL AS deleted{requests}
            FROM conversation_participants p
            LEFT JOIN users u ON u.id = p.user_id
            LEFT JOIN agents a ON a.id = p.agent_id
            LEFT JOIN users au ON au.id = a.user_id
            LEFT JOIN peer_agents pa ON pa.id = p.peer_id
-           LEFT JOIN peer_profiles pp ON pp.peer_id = p.peer_id
+           LEFT JOIN peer_profiles pp ON pp.peer_id = p.peer_id{joined}
            WHERE p.conversation_id = $1 ORDER BY p.id""",
         conversation_id,
     )

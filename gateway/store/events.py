@@ -11,6 +11,8 @@ from datetime import datetime
 
 import asyncpg
 
+from gateway.store import notifications as notifications_store
+
 
 @dataclass(frozen=True)
 class StreamHead:
@@ -41,29 +43,74 @@ async def ensure_streams(conn: asyncpg.Connection, *, user_ids: list[str]) -> No
     )
 
 
+@dataclass(frozen=True)
+class MessageNotice:
+    """A new message's notification rows, queued with its events: ``message_id`` of
+    ``conversation_id`` for those of ``user_ids`` who could be notified of it
+    (:data:`gateway.store.notifications.QUEUE_MESSAGE`)."""
+
+    user_ids: list[str]
+    message_id: str
+    conversation_id: str
+
+
+_APPEND = """WITH bumped AS (
+  INSERT INTO user_streams AS s (user_id, epoch, head)
+  SELECT u, gen_random_uuid()::text, 1 FROM unnest($1::text[]) AS t(u) ORDER BY u
+  ON CONFLICT (user_id) DO UPDATE SET head = s.head + 1
+  RETURNING s.user_id, s.head
+), stored AS (
+  INSERT INTO user_events (user_id, seq, type, data_json)
+  SELECT user_id, head, $2, $3::text::jsonb FROM bumped
+  RETURNING user_id, seq
+)"""
+
+_APPEND_NOTIFYING = (
+    _APPEND
+    + """, queued AS (
+  """
+    + notifications_store.QUEUE_MESSAGE.format(users="$4", message="$5", conversation="$6")
+    + """
+  RETURNING 1
+), woken AS (
+  SELECT pg_notify($7, '') FROM (SELECT 1 FROM queued LIMIT 1) q
+)
+SELECT user_id, seq, (SELECT count(*) FROM woken) AS woken FROM stored"""
+)
+
+
 async def append_events(
-    conn: asyncpg.Connection, *, user_ids: list[str], type: str, data: str
+    conn: asyncpg.Connection,
+    *,
+    user_ids: list[str],
+    type: str,
+    data: str,
+    notice: MessageNotice | None = None,
 ) -> list[tuple[str, int]]:
     """Append one event (``data`` is JSON text) to each user's stream; returns (user_id, seq).
 
     One statement: a user without a stream gets one (a new random epoch) holding this event
     at offset 1; the others' heads are bumped under their row locks, taken in user-id order,
-    so concurrent fan-outs to overlapping groups never deadlock.
+    so concurrent fan-outs to overlapping groups never deadlock. With ``notice``, the same
+    statement queues the message's notification rows and, when it queued any, wakes the
+    notification worker (``NOTIFY``, delivered on commit), as
+    :func:`gateway.store.notifications.queue_message` does.
     """
-    records = await conn.fetch(
-        """WITH bumped AS (
-             INSERT INTO user_streams AS s (user_id, epoch, head)
-             SELECT u, gen_random_uuid()::text, 1 FROM unnest($1::text[]) AS t(u) ORDER BY u
-             ON CONFLICT (user_id) DO UPDATE SET head = s.head + 1
-             RETURNING s.user_id, s.head
-           )
-           INSERT INTO user_events (user_id, seq, type, data_json)
-           SELECT user_id, head, $2, $3::text::jsonb FROM bumped
-           RETURNING user_id, seq""",
-        user_ids,
-        type,
-        data,
-    )
+    if notice is None:
+        records = await conn.fetch(
+            _APPEND + " SELECT user_id, seq FROM stored", user_ids, type, data
+        )
+    else:
+        records = await conn.fetch(
+            _APPEND_NOTIFYING,
+            user_ids,
+            type,
+            data,
+            notice.user_ids,
+            notice.message_id,
+            notice.conversation_id,
+            notifications_store.NOTIFY_CHANNEL,
+        )
     return [(r["user_id"], r["seq"]) for r in records]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -46,6 +48,25 @@ async def get_request_and_preference(
     values = dict(row)
     preference = values.pop("pref")
     request = MessageRequestRow(**values) if values["conversation_id"] is not None else None
+    return request, default if preference is None else bool(preference)
+
+
+def of_participant(
+    row: Mapping[str, Any], *, conversation_id: str, default: bool
+) -> tuple[MessageRequestRow | None, bool]:
+    """What :func:`get_request_and_preference` gives, from a participant row read with
+    ``list_participants(…, with_requests=True)`` (:mod:`gateway.store.conversations`)."""
+    request = None
+    if row["request_state"] is not None:
+        request = MessageRequestRow(
+            conversation_id=conversation_id,
+            user_id=row["user_id"],
+            sender_did=row["request_sender_did"],
+            state=row["request_state"],
+            created_at=row["request_created_at"],
+            decided_at=row["request_decided_at"],
+        )
+    preference = row["requests_pref"]
     return request, default if preference is None else bool(preference)
 
 

@@ -17,6 +17,21 @@ import asyncpg
 NOTIFY_CHANNEL = "confer_notifications"
 
 
+QUEUE_MESSAGE = """INSERT INTO notification_outbox (user_id, message_id, conversation_id)
+   SELECT u.id, {message}, {conversation} FROM users u
+   LEFT JOIN conversation_participants p
+     ON p.conversation_id = {conversation} AND p.user_id = u.id
+   WHERE u.id = ANY({users}::char(26)[]) AND u.deleted_at IS NULL
+     AND COALESCE(p.notification, 'all') <> 'none'
+     AND ((COALESCE((u.preferences_json -> 'notification' ->> 'push')::boolean, false)
+           AND EXISTS (SELECT 1 FROM push_subscriptions s WHERE s.user_id = u.id))
+       OR (COALESCE((u.preferences_json -> 'notification' ->> 'email')::boolean, false)
+           AND u.email IS NOT NULL))"""
+"""The statement of :func:`queue_message`, its parameters named by placeholders (``users``,
+``message``, ``conversation``): also a part of the event hub's one-statement append
+(:func:`gateway.store.events.append_events`)."""
+
+
 async def queue_message(
     conn: asyncpg.Connection, *, user_ids: Sequence[str], message_id: str, conversation_id: str
 ) -> int:
@@ -26,15 +41,7 @@ async def queue_message(
     users of no such channel cost no row). Wakes the worker (``NOTIFY``, delivered on commit).
     Returns the rows written."""
     status = await conn.execute(
-        """INSERT INTO notification_outbox (user_id, message_id, conversation_id)
-           SELECT u.id, $2, $3 FROM users u
-           LEFT JOIN conversation_participants p ON p.conversation_id = $3 AND p.user_id = u.id
-           WHERE u.id = ANY($1::char(26)[]) AND u.deleted_at IS NULL
-             AND COALESCE(p.notification, 'all') <> 'none'
-             AND ((COALESCE((u.preferences_json -> 'notification' ->> 'push')::boolean, false)
-                   AND EXISTS (SELECT 1 FROM push_subscriptions s WHERE s.user_id = u.id))
-               OR (COALESCE((u.preferences_json -> 'notification' ->> 'email')::boolean, false)
-                   AND u.email IS NOT NULL))""",
+        QUEUE_MESSAGE.format(users="$1", message="$2", conversation="$3"),
         list(user_ids),
         message_id,
         conversation_id,
