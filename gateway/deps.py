@@ -15,14 +15,15 @@ from gateway.state import AppState
 _bearer = HTTPBearer(auto_error=False, description="An access token from /v1/auth/login.")
 
 
-def get_state(request: Request) -> AppState:
-    """The app's resources (built by the lifespan)."""
+async def get_state(request: Request) -> AppState:
+    """The app's resources (built by the lifespan). A coroutine, so FastAPI calls it on the
+    event loop: a plain function dependency would cost every request a worker-thread hop."""
     state: AppState = request.app.state.confer
     return state
 
 
-def get_ws_state(websocket: WebSocket) -> AppState:
-    """The app's resources, for WebSocket handlers."""
+async def get_ws_state(websocket: WebSocket) -> AppState:
+    """The app's resources, for WebSocket handlers (a coroutine, as :func:`get_state`)."""
     state: AppState = websocket.app.state.confer
     return state
 
