@@ -258,6 +258,15 @@ async def _statement_timeout(request: Request, exc: Exception) -> JSONResponse:
     return problem_for(busy, request.url.path)
 
 
+async def _database_refused(request: Request, exc: Exception) -> JSONResponse:
+    """PostgreSQL refused a new connection for the pool: too many clients (SQLSTATE 53300)
+    or not accepting connections now (57P03, starting up or shutting down). Nothing was
+    done; the client may try again shortly."""
+    log.warning("the database refused a connection on %s: %s", request.url.path, exc)
+    busy = e.DatabaseBusyError("the database refused a new connection; try again shortly")
+    return problem_for(busy, request.url.path)
+
+
 async def _client_disconnect(request: Request, exc: Exception) -> JSONResponse:
     """The client went away before its body was read (``await request.body()`` in a
     dependency, e.g. the A2A caller's signature check): nothing was done, nobody is there to
@@ -296,5 +305,10 @@ def install_error_handlers(app: FastAPI) -> None:
     ):
         app.add_exception_handler(value_error, _unstorable_value)
     app.add_exception_handler(asyncpg.exceptions.QueryCanceledError, _statement_timeout)
+    for refusal in (
+        asyncpg.exceptions.TooManyConnectionsError,
+        asyncpg.exceptions.CannotConnectNowError,
+    ):
+        app.add_exception_handler(refusal, _database_refused)
     app.add_exception_handler(ClientDisconnect, _client_disconnect)
     app.add_exception_handler(Exception, _unexpected_error)

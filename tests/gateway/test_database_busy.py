@@ -10,7 +10,10 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
+import httpx
+from fastapi import FastAPI
 
+from gateway.http_errors import install_error_handlers
 from tests.gateway.harness import run_instance
 
 if TYPE_CHECKING:
@@ -71,3 +74,23 @@ async def test_a_statement_past_the_statement_timeout_answers_503(database_url: 
         finally:
             await locker.close()
         assert (await alice.request("GET", "/v1/me")).status_code == 200
+
+
+async def test_a_database_that_refuses_new_connections_answers_503() -> None:
+    """PostgreSQL's own refusals of a new pool connection ('too many clients', 'the database
+    system is starting up') are 503 ``database_busy`` with ``Retry-After``, not a 500."""
+    app = FastAPI()
+    install_error_handlers(app)
+    refusals = {
+        "clients": asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"),
+        "starting": asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
+    }
+
+    @app.get("/{what}")
+    async def refused(what: str) -> None:
+        raise refusals[what]
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for what in refusals:
+            _assert_busy(await client.get(f"/{what}"))

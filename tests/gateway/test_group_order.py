@@ -12,6 +12,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
+from a2a.confer import answered_position
+from gateway.db import transaction
+from gateway.services import group_order
 from tests.gateway.harness import Instance, User
 from tests.gateway.test_group_membership import group_of_three
 from tests.gateway.test_group_replicas import settle
@@ -127,3 +132,43 @@ async def test_a_replicas_own_post_moves_behind_what_the_home_ordered_before_it(
         on_c = await listed(carol, rc)
         assert [m["content"] for m in on_c] == ["carol first", "bob second"]
         assert on_c[0]["id"] == first["id"]
+
+        # A position is taken once, from the group's home only, and only as a ULID.
+        home_host = urlsplit(a.base_url).netloc.replace("127.0.0.1", "localhost")
+        other_host = urlsplit(c.base_url).netloc.replace("127.0.0.1", "localhost")
+        early = "00000000000000000000000000"
+        for message_id, destination, position in [
+            (carols["id"], other_host, early),  # not the home
+            (carols["id"], home_host, early),  # placed already
+            (bobs["id"], home_host, early),  # placed already
+            (bobs["id"], home_host, "not a ulid"),
+            ("0" * 26, home_host, early),  # no such message
+        ]:
+            async with transaction(b.state.pool) as tx:
+                taken = await group_order.place_answered(
+                    tx, None, message_id=message_id, destination=destination, position=position
+                )
+            assert not taken
+        assert [m["content"] for m in await listed(bob, rb)] == ["carol first", "bob second"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        None,
+        [],
+        "task",
+        {"task": None},
+        {"task": {"metadata": []}},
+        {"task": {"metadata": {"confer": "x"}}},
+        {"task": {"metadata": {"confer": {"position": 7}}}},
+        {"message": {"metadata": {"confer": {"position": "01JDQ5V9ZPE2T7R3S8N4M6K1H0"}}}},
+    ],
+)
+def test_an_answer_without_a_task_position_places_nothing(answer: Any) -> None:
+    assert answered_position(answer) is None
+
+
+def test_the_tasks_position_is_read() -> None:
+    answer = {"task": {"metadata": {"confer": {"position": "01JDQ5V9ZPE2T7R3S8N4M6K1H0"}}}}
+    assert answered_position(answer) == "01JDQ5V9ZPE2T7R3S8N4M6K1H0"
