@@ -109,6 +109,14 @@ async def _first_frame_auth(
     return auth, frame
 
 
+async def _close(websocket: WebSocket, code: int, reason: str = "") -> None:
+    """Close with ``code`` (RFC 6455 §7.4); a client that already went away (it hung up
+    before authenticating, or the server closed for a too-large frame) needs no close frame,
+    and is not an error worth a traceback."""
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.close(code=code, reason=reason)
+
+
 async def _authenticate(
     websocket: WebSocket, accounts: Accounts
 ) -> tuple[Authenticated, Resume | None] | None:
@@ -124,7 +132,7 @@ async def _authenticate(
         try:
             auth = await accounts.authenticate(tokens[0])
         except ConferError:
-            await websocket.close(code=CLOSE_UNAUTHENTICATED)
+            await _close(websocket, CLOSE_UNAUTHENTICATED)
             return None
         await websocket.accept(subprotocol=subprotocol)
         frame: dict[str, Any] = {}
@@ -132,13 +140,13 @@ async def _authenticate(
         await websocket.accept(subprotocol=subprotocol)
         result = await _first_frame_auth(websocket, accounts)
         if result is None:
-            await websocket.close(code=CLOSE_UNAUTHENTICATED, reason="authentication failed")
+            await _close(websocket, CLOSE_UNAUTHENTICATED, "authentication failed")
             return None
         auth, frame = result
     try:
         resume = _resume_from(frame) or _resume_from(websocket.query_params, query=True)
     except MalformedResume:
-        await websocket.close(code=CLOSE_UNSUPPORTED, reason="invalid resume offset")
+        await _close(websocket, CLOSE_UNSUPPORTED, "invalid resume offset")
         return None
     return auth, resume
 
@@ -149,7 +157,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     settings = state.settings
     origin = websocket.headers.get("origin")
     if not origin_allowed(origin, settings.public_url, settings.ws_allowed_origins):
-        await websocket.close(code=CLOSE_ORIGIN_REFUSED)
+        await _close(websocket, CLOSE_ORIGIN_REFUSED)
         return
     result = await _authenticate(websocket, state.accounts)
     if result is None:
@@ -180,8 +188,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     elsewhere = await state.hub.ephemeral.device_count(auth.user.id)
     if elsewhere is not None and elsewhere >= budget:
         reason = f"at most {budget} WebSocket connections per user; close another one first"
-        with contextlib.suppress(Exception):
-            await websocket.close(code=CLOSE_TOO_MANY_CONNECTIONS, reason=reason)
+        await _close(websocket, CLOSE_TOO_MANY_CONNECTIONS, reason)
         return
     device = new_id()
 

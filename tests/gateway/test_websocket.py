@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -352,3 +353,25 @@ async def test_a_binary_first_frame_closes_with_4001(instance: Instance) -> None
         with pytest.raises(websockets.ConnectionClosed):
             await _frame(ws)
         assert ws.close_code == 4001
+
+
+async def test_a_client_that_hangs_up_before_authenticating_costs_no_traceback(
+    instance: Instance, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connecting and closing at once (a tab closed mid-handshake), or sending an auth frame
+    over the size limit, ends quietly: no "Exception in ASGI application" in the log."""
+    caplog.set_level(logging.ERROR)
+    for _ in range(3):
+        ws = await websockets.connect(instance.ws_url, subprotocols=["confer.v1"])
+        await ws.close()
+    async with websockets.connect(instance.ws_url, subprotocols=["confer.v1"], max_size=None) as ws:
+        await ws.send(json.dumps({"type": "auth", "token": "x" * 2_000_000}))
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 30)
+    await asyncio.sleep(0.5)  # the handlers finish after the client is gone
+    alice = await instance.register("alice")
+    async with alice.websocket():  # the server still takes connections
+        pass
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [
+        r.getMessage() for r in caplog.records
+    ]
