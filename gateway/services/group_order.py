@@ -16,13 +16,14 @@ each message's place in the home's order, its ``position`` (``message_positions`
   "id", "position"}``) and re-sort it.
 
 A replica lists the group by position (:func:`gateway.store.messages.list_messages`); the
-message API shows ``position`` on every message (its id where it has no other). Unread counts
-and read positions stay in arrival order: a message the home placed before one already read
-is still unread here.
+message API shows ``position`` on every message (its id where it has no other). Read positions
+and unread counts follow the same order (:func:`gateway.store.messages.after_read`), so a
+member's unread count is the same on every instance that holds the same messages.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import asyncpg
@@ -33,7 +34,7 @@ from did.web import did_host
 from gateway.db import Transaction
 from gateway.ids import is_ulid
 from gateway.realtime.hub import EventHub
-from gateway.services import groups
+from gateway.services import groups, unread
 from gateway.services.participants import local_user_ids
 from gateway.store import groups as groups_store
 from gateway.store import messages as messages_store
@@ -105,6 +106,8 @@ async def place_answered(
         users = await local_user_ids(conn, message.conversation_id)
         data = {"conversation_id": message.conversation_id, "id": message_id, "position": position}
         await hub.append(tx, users, MESSAGE_ORDERED, data)
+        # a read position may now stand on the other side of it: cached counts are stale
+        tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, message.conversation_id))
     return placed
 
 

@@ -65,5 +65,6 @@ async def unread_count(
 
 
 async def invalidate(cache: EphemeralStore, conversation_id: str) -> None:
-    """After a delete committed: every cached count of the conversation is stale."""
+    """After a delete (or a group home's placement of a post) committed: every cached count
+    of the conversation is stale."""
     await cache.incr(_generation_key(conversation_id))

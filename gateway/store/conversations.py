@@ -8,6 +8,7 @@ from typing import Any, Literal
 import asyncpg
 
 from gateway.ids import new_id
+from gateway.store.messages import after_read
 from models import ConversationRow, ParticipantRow
 
 ParticipantRef = tuple[Literal["user", "own_agent", "peer_agent"], str]
@@ -192,17 +193,18 @@ async def list_read_states(
 ) -> list[dict[str, Any]]:
     """Every participant's read state (``participant_id``, ``did``, ``last_read_message_id``,
     ``last_read_at``, ``unread``), in join order: ``unread`` counts the visible messages not
-    sent by the participant after its read position (all before a first read), at most
+    sent by the participant after its read position (all before a first read; in the
+    conversation's order, :func:`gateway.store.messages.after_read`), at most
     ``cap`` (each count stops there, so a large history costs at most ``cap`` rows per
     participant)."""
     records = await conn.fetch(
-        """SELECT p.id AS participant_id, COALESCE(u.did, a.did, pa.did) AS did,
+        f"""SELECT p.id AS participant_id, COALESCE(u.did, a.did, pa.did) AS did,
                   r.message_id AS last_read_message_id, p.last_read_at,
                   (SELECT count(*) FROM (
                      SELECT 1 FROM messages m
                      WHERE m.conversation_id = p.conversation_id AND m.deleted_at IS NULL
                        AND m.sender_id <> COALESCE(p.user_id, p.agent_id, p.peer_id)
-                       AND m.id > COALESCE(r.message_id, '')
+                       AND {after_read("m.id", "r.message_id", "p.conversation_id")}
                      LIMIT $2) unread) AS unread
            FROM conversation_participants p
            LEFT JOIN conversation_reads r ON r.participant_id = p.id

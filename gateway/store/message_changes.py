@@ -9,6 +9,7 @@ import asyncpg
 
 from gateway.store.messages import PLACED_COLUMNS as _COLUMNS
 from gateway.store.messages import message_from_record as _message
+from gateway.store.messages import position_of
 from gateway.store.search import forget_message_embeddings
 from models import Message
 
@@ -173,11 +174,13 @@ async def insert_idempotent(
 
 
 async def advance_read(conn: asyncpg.Connection, *, participant_id: str, message_id: str) -> bool:
-    """Move the read position forward to ``message_id``; False when it already was past it."""
+    """Move the read position forward to ``message_id`` (in the conversation's order: a group
+    replica's positions, else the ids); False when it already was past it."""
     status: str = await conn.execute(
-        """INSERT INTO conversation_reads (participant_id, message_id) VALUES ($1, $2)
-           ON CONFLICT (participant_id) DO UPDATE SET message_id = EXCLUDED.message_id
-           WHERE conversation_reads.message_id < EXCLUDED.message_id""",
+        f"""INSERT INTO conversation_reads (participant_id, message_id) VALUES ($1, $2)
+            ON CONFLICT (participant_id) DO UPDATE SET message_id = EXCLUDED.message_id
+            WHERE {position_of("conversation_reads.message_id")}
+                  < {position_of("EXCLUDED.message_id")}""",
         participant_id,
         message_id,
     )

@@ -25,6 +25,28 @@ PLACED_COLUMNS = (
 id), for a query over ``messages`` unaliased."""
 
 
+def position_of(message_id: str) -> str:
+    """SQL for the ``(position, id)`` of the message whose id is the SQL expression
+    ``message_id``: its place in its conversation's order (a group replica's position, else
+    its id), the id breaking ties. Compare two with ``<`` / ``>`` (row comparison)."""
+    return (
+        f"(COALESCE((SELECT mp.position FROM message_positions mp"
+        f" WHERE mp.message_id = {message_id}), {message_id}), {message_id})"
+    )
+
+
+def after_read(message_id: str, read_id: str, conversation_id: str) -> str:
+    """SQL: the message ``message_id`` comes after the read position ``read_id`` (an SQL
+    expression, NULL before a first read) in conversation ``conversation_id``'s order — the
+    ids' order, or in a group replica the positions' (one order on every instance, so a read
+    moves the same unread count everywhere)."""
+    return f"""CASE WHEN {read_id} IS NULL THEN true
+             WHEN NOT EXISTS (SELECT 1 FROM message_positions pc
+                              WHERE pc.conversation_id = {conversation_id})
+             THEN {message_id} > {read_id}
+             ELSE {position_of(message_id)} > {position_of(read_id)} END"""
+
+
 def message_from_record(record: asyncpg.Record | dict[str, Any]) -> Message:
     """A ``Message`` from a row selected with ``COLUMNS`` (its ``position`` is its id) or
     ``PLACED_COLUMNS``."""
@@ -280,8 +302,9 @@ async def list_messages(
 
     The order is the ids' (the order of commits here), except in a replica of a group homed
     elsewhere, which is ordered by ``position`` (the home's order, see
-    :mod:`gateway.services.group_order`); the replica's query reads its messages through
-    that order instead of the id index."""
+    :mod:`gateway.services.group_order`), the id breaking ties (a home that gave two messages
+    one position), so a cursor never skips one; the replica's query reads its messages
+    through that order instead of the id index."""
     replica = await conn.fetchval(
         "SELECT EXISTS (SELECT 1 FROM message_positions WHERE conversation_id = $1)",
         conversation_id,
@@ -300,9 +323,8 @@ async def list_messages(
     records = await conn.fetch(
         f"""SELECT * FROM (SELECT {PLACED_COLUMNS} FROM messages
                            WHERE conversation_id = $1 AND deleted_at IS NULL) placed
-            WHERE $2::char(26) IS NULL OR position < COALESCE(
-              (SELECT position FROM message_positions WHERE message_id = $2), $2)
-            ORDER BY position DESC LIMIT $3""",
+            WHERE $2::char(26) IS NULL OR (position, id) < {position_of("$2::char(26)")}
+            ORDER BY position DESC, id DESC LIMIT $3""",
         conversation_id,
         before,
         limit,
@@ -328,12 +350,13 @@ async def place_message(
 async def count_unread(
     conn: asyncpg.Connection, *, conversation_id: str, participant_id: str, user_id: str
 ) -> int:
-    """Visible messages from others after the participant's read position (all if none)."""
+    """Visible messages from others after the participant's read position (all if none), in
+    the conversation's order (:func:`after_read`)."""
+    read = "(SELECT message_id FROM conversation_reads WHERE participant_id = $2)"
     count = await conn.fetchval(
-        """SELECT count(*) FROM messages m
-           WHERE m.conversation_id = $1 AND m.deleted_at IS NULL AND m.sender_id <> $3
-             AND m.id > COALESCE(
-               (SELECT message_id FROM conversation_reads WHERE participant_id = $2), '')""",
+        f"""SELECT count(*) FROM messages m
+            WHERE m.conversation_id = $1 AND m.deleted_at IS NULL AND m.sender_id <> $3
+              AND {after_read("m.id", read, "$1")}""",
         conversation_id,
         participant_id,
         user_id,

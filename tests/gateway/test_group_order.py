@@ -35,12 +35,13 @@ async def in_order(instance: Instance, conversation_id: str) -> list[str]:
     return [r["content"] for r in rows]
 
 
-async def listed(user: User, conversation_id: str) -> list[dict[str, Any]]:
-    """The conversation's messages as its member's client reads them (REST), oldest first."""
+async def listed(user: User, conversation_id: str, limit: int = 200) -> list[dict[str, Any]]:
+    """The conversation's messages as its member's client reads them (REST, pages of
+    ``limit``), oldest first."""
     items: list[dict[str, Any]] = []
     before: str | None = None
     while True:
-        params = {"limit": "200", **({"before": before} if before else {})}
+        params = {"limit": str(limit), **({"before": before} if before else {})}
         response = await user.request(
             "GET", f"/v1/conversations/{conversation_id}/messages", params=params
         )
@@ -172,3 +173,68 @@ def test_an_answer_without_a_task_position_places_nothing(answer: Any) -> None:
 def test_the_tasks_position_is_read() -> None:
     answer = {"task": {"metadata": {"confer": {"position": "01JDQ5V9ZPE2T7R3S8N4M6K1H0"}}}}
     assert answered_position(answer) == "01JDQ5V9ZPE2T7R3S8N4M6K1H0"
+
+
+async def _unread_of(user: User, conversation_id: str, did: str) -> int:
+    response = await user.request("GET", f"/v1/conversations/{conversation_id}/reads")
+    assert response.status_code == 200, response.text
+    (state,) = [s for s in response.json()["items"] if s["did"] == did]
+    return int(state["unread"])
+
+
+async def test_a_read_counts_in_the_homes_order_on_every_instance(make_database) -> None:
+    """dave's post on B reaches B before alice's earlier-ordered one does; bob reads up to
+    alice's: dave's, shown after it, is still unread for him — on B, at the home and on C."""
+    async with group_of_three(make_database) as (a, b, c, alice, bob, carol, g1, rb, rc):
+        dave = await b.register("dave")
+        added = await alice.request(
+            "POST", f"/v1/conversations/{g1}/participants", json={"did": dave.did}
+        )
+        assert added.status_code == 201, added.text
+        await settle(a, b, c)
+        to_b = urlsplit(b.base_url).netloc.replace("127.0.0.1", "localhost")
+        async with a.state.pool.acquire() as conn:  # the home holds what it sends B
+            await conn.execute(
+                """INSERT INTO federation_destinations (destination, failures, parked_at)
+                   VALUES ($1, 5, NOW())
+                   ON CONFLICT (destination) DO UPDATE SET failures = 5, parked_at = NOW()""",
+                to_b,
+            )
+        await alice.send(g1, "alice first")
+        await dave.send(rb, "dave second")  # stored on B before alice's arrives there
+        for _ in range(600):
+            if len(await listed(bob, rb)) == 2:
+                break
+            await asyncio.sleep(0.05)
+        await settle(a, b, c)
+        on_b = await listed(bob, rb)
+        assert [m["content"] for m in on_b] == ["alice first", "dave second"]
+        assert on_b[1]["id"] < on_b[0]["id"]  # dave's arrived first on B
+        read = await bob.request(
+            "POST", f"/v1/conversations/{rb}/read", json={"message_id": on_b[0]["id"]}
+        )
+        assert read.status_code == 200, read.text
+        assert read.json()["unread"] == 1
+        assert await _unread_of(bob, rb, bob.did) == 1
+        await settle(a, b, c)
+        for user, cid in ((alice, g1), (carol, rc)):
+            for _ in range(600):
+                if await _unread_of(user, cid, bob.did) == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert await _unread_of(user, cid, bob.did) == 1
+        # A home that gives several messages one position: paging one by one still reads
+        # each once (the id breaks the tie).
+        whole = [m["id"] for m in await listed(bob, rb)]
+        async with b.state.pool.acquire() as conn:
+            await conn.execute(
+                "UPDATE message_positions SET position = $2 WHERE conversation_id = $1",
+                rb,
+                "01M00000000000000000000000",
+            )
+        assert sorted(m["id"] for m in await listed(bob, rb, limit=1)) == sorted(whole)
+        # Reading dave's (later in the order, earlier in arrival) moves bob's count to 0.
+        read = await bob.request(
+            "POST", f"/v1/conversations/{rb}/read", json={"message_id": on_b[1]["id"]}
+        )
+        assert read.status_code == 200 and read.json()["unread"] == 0, read.text

@@ -369,9 +369,12 @@ export class Store {
         if (d.user_id !== this.me?.id) {
           // Everything up to message_id is read by d.user_id.
           const list = this.messages.get(d.conversation_id);
+          // Read "up to" in the conversation's order (a group replica's positions).
+          const upTo = list?.find((m) => m.id === d.message_id);
           if (list)
             this.messages.set(d.conversation_id, list.map((m) =>
-              m.id <= d.message_id && !(m.read_by ?? []).some((r) => r.user_id === d.user_id)
+              (upTo ? byPosition(m, upTo) <= 0 : m.id <= d.message_id) &&
+              !(m.read_by ?? []).some((r) => r.user_id === d.user_id)
                 ? { ...m, read_by: [...(m.read_by ?? []), { user_id: d.user_id, read_at: d.last_read_at }] }
                 : m));
         } else {
