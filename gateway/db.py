@@ -336,3 +336,102 @@ class GroupCommit:
                 future.set_exception(error)
             else:
                 future.set_result(value)
+
+
+class SharedTransaction:
+    """One transaction that consecutive units of work of the same key join, each in its own
+    ``SAVEPOINT``: for a caller that runs many small units one after another (the calls of one
+    JSON-RPC batch, :mod:`gateway.routes.federation`), one ``BEGIN``/``COMMIT`` and one WAL
+    flush for a run of units instead of one each.
+
+    Build one with :func:`shared_transaction`, then ``await shared.run(key, work)`` per
+    unit. A unit of another key first commits the open run (so a run holds one key's
+    locks, a conversation's, in the order a unit alone takes them: it deadlocks with nobody a
+    single unit would not); :meth:`commit` does it on demand (before work that must see the
+    run's rows from another connection) and leaving the block does it at the end. A unit that
+    raises rolls back to its savepoint — its writes and its after-commit work go, the earlier
+    units' stay — and its exception propagates. After-commit work runs once its run commits.
+
+    What a unit returns is not durable until its run commits: each unit that joined gets a
+    number (:attr:`joined` after its ``run``), and :meth:`lost` says whether a failed
+    ``COMMIT`` took it.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._key: str | None = None
+        self._conn: asyncpg.Connection | None = None
+        self._inner: Any = None  # asyncpg's transaction of the open run
+        self._tx: Transaction | None = None
+        self._first = 1
+        self._lost: list[range] = []
+        self.joined = 0
+        """How many units have joined so far (the number of the latest)."""
+
+    async def run(self, key: str, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``await work(tx)`` in a savepoint of the open run of ``key`` (a new run when none
+        is open or the open one is of another key); its result, or its exception."""
+        if self._tx is not None and key != self._key:
+            await self.commit()
+        if self._tx is None:
+            self._conn = await self._pool.acquire()
+            try:
+                self._inner = self._conn.transaction()
+                await self._inner.start()
+            except BaseException:
+                await self._pool.release(self._conn)
+                self._conn = None
+                raise
+            self._tx, self._key, self._first = Transaction(self._conn), key, self.joined + 1
+        async with self._tx.savepoint():
+            result = await work(self._tx)
+        self.joined += 1
+        return result
+
+    async def commit(self) -> None:
+        """Commit the open run, if any, then run its after-commit work. A failed ``COMMIT``
+        is logged and marks the run's units :meth:`lost`; it is not raised."""
+        await self._close(commit=True)
+
+    async def rollback(self) -> None:
+        """Roll the open run back, if any (its units are :meth:`lost`)."""
+        await self._close(commit=False)
+
+    def lost(self, unit: int) -> bool:
+        """Whether unit number ``unit`` was rolled back with its whole run."""
+        return any(unit in run for run in self._lost)
+
+    async def _close(self, *, commit: bool) -> None:
+        tx, conn = self._tx, self._conn
+        if tx is None or conn is None:
+            return
+        units = range(self._first, self.joined + 1)
+        self._tx = self._conn = None
+        try:
+            if commit:
+                await self._inner.commit()
+            else:
+                await self._inner.rollback()
+        except Exception:
+            log.exception("a shared transaction of %d units did not commit", len(units))
+            commit = False
+        finally:
+            await self._pool.release(conn)
+        if not commit:
+            self._lost.append(units)
+            return
+        await tx.run_after_commit()
+
+
+@contextlib.asynccontextmanager
+async def shared_transaction(pool: asyncpg.Pool) -> AsyncIterator[SharedTransaction]:
+    """``async with shared_transaction(pool) as shared:`` — units of work that share runs
+    (:class:`SharedTransaction`). The open run commits when the block ends, and rolls back
+    when an exception leaves it (then propagated)."""
+    shared = SharedTransaction(pool)
+    try:
+        yield shared
+    except BaseException:
+        await shared.rollback()
+        raise
+    await shared.commit()

@@ -18,7 +18,7 @@ from a2a.protocol import JSONRPCError, SendMessageParams, agent_text_message
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
-from gateway.db import Transaction, transaction
+from gateway.db import SharedTransaction, Transaction, transaction
 from gateway.errors import (
     ApiKeyScopeError,
     ConferError,
@@ -47,6 +47,7 @@ from gateway.services.public_profiles import display_name
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
 from gateway.store import audit as audit_store
+from gateway.store import contacts as contacts_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import groups as groups_store
@@ -203,6 +204,7 @@ async def receive_message(
     clock: Clock,
     permission_ttl_seconds: float,
     message_requests_default: bool = True,
+    shared: SharedTransaction | None = None,
 ) -> tuple[TaskRow, bool]:
     """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
@@ -223,12 +225,17 @@ async def receive_message(
     sent; content a local client could not post raises InvalidParamsError (-32602, audited)
     before anything is written. A peer's file part gives the copy its own attachment, pending
     until the fetch worker brings the bytes (:mod:`gateway.workers.attachment_fetch`).
+
+    With ``shared`` (the calls of one JSON-RPC batch), that unit of work is a savepoint of the
+    batch's transaction, shared with the caller's next messages into the same conversation
+    (:class:`gateway.db.SharedTransaction`, keyed by caller, recipient and ``contextId``).
     """
     content, file = await checked_content(pool, caller, recipient, params, max_chars, ip)
     text = a2a_content.policy_text(content)
     remote_id = params.message.messageId
     now = clock.now()
-    async with transaction(pool) as tx:
+
+    async def unit(tx: Transaction) -> tuple[TaskRow, bool]:
         conn = tx.conn
         await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
         existing = await _retried(conn, caller, recipient, remote_id)
@@ -283,7 +290,13 @@ async def receive_message(
             )
             await consent.announce_request(tx, hub, recipient.user_id, permission, notice)
         await _audit_inbound(conn, caller, recipient, task, verdict, ip)
-    return task, True
+        return task, True
+
+    if shared is not None:
+        key = "\n".join((caller.origin, recipient.did, params.message.contextId or ""))
+        return await shared.run(key, unit)
+    async with transaction(pool) as tx:
+        return await unit(tx)
 
 
 async def _unless_requested(
@@ -578,11 +591,15 @@ async def _store_message(
             "sender_id": peer.id,
             "sender_did": peer.did,
         }
-        settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
-        await peers_store.upsert_contact(
-            conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+        contact = await contacts_store.get_contact_for_peer(
+            conn, user_id=recipient.user_id, peer_id=peer.id
         )
-        notify = [] if settings.muted else [recipient.user_id]  # muted: stored, not notified
+        if contact is None:  # first contact; an existing one has nothing to change
+            await peers_store.upsert_contact(
+                conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+            )
+        # muted: stored, not notified
+        notify = [] if contact is not None and contact.muted else [recipient.user_id]
         name = display_name(ConferMetadata.of(params.message.metadata).senderName)
         if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
             await peers_store.set_peer_name(conn, id=peer.id, name=name)
