@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Hashable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -187,14 +187,34 @@ class Transaction:
 
     ``conn`` is what store functions take. :meth:`call_after` registers after-commit work;
     :meth:`savepoint` opens a nested block whose registrations are dropped with it when it
-    rolls back. Build one with :func:`transaction`.
+    rolls back; :meth:`remembered` reads a value once for every unit of the transaction.
+    Build one with :func:`transaction`.
     """
 
-    __slots__ = ("_after", "conn")
+    __slots__ = ("_after", "_memo", "conn")
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
         self._after: list[AfterCommit] = []
+        self._memo: dict[Hashable, Any] = {}
+
+    async def remembered(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
+        """``await read()`` the first time ``key`` is asked for in this transaction, the same
+        value after (until a savepoint that rolls back forgets what it learnt): for the units
+        of a shared run (:class:`SharedTransaction`) that all need, say, the caller's contact
+        row. The value is what this transaction saw, or wrote (:meth:`remember`)."""
+        if key not in self._memo:
+            self._memo[key] = await read()
+        value: T = self._memo[key]
+        return value
+
+    def remember(self, key: Hashable, value: Any) -> None:
+        """What :meth:`remembered` answers for ``key`` from now on (a row just written)."""
+        self._memo[key] = value
+
+    def recall(self, key: Hashable) -> Any:
+        """What is remembered for ``key``, or None."""
+        return self._memo.get(key)
 
     def call_after(self, work: AfterCommit) -> None:
         """Run ``work()`` after the transaction commits (in registration order).
@@ -208,13 +228,15 @@ class Transaction:
     @contextlib.asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         """A nested block (``SAVEPOINT``); on an exception it rolls back, and the after-commit
-        work it registered is forgotten with it, before the exception propagates."""
-        mark = len(self._after)
+        work it registered and what :meth:`remember` learnt in it are forgotten with it,
+        before the exception propagates."""
+        mark, memo = len(self._after), dict(self._memo)
         try:
             async with self.conn.transaction():
                 yield
         except BaseException:
             del self._after[mark:]
+            self._memo = memo
             raise
 
     async def run_after_commit(self) -> None:

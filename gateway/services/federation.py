@@ -244,7 +244,7 @@ async def receive_message(
         verdict = await _verdict(conn, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
             message, notify, fresh = await _store_message(
-                conn, caller, recipient, params, content, file
+                tx, caller, recipient, params, content, file
             )
             if fresh:
                 await _relay(conn, recipient, params, message)
@@ -566,7 +566,7 @@ async def _open_task(
 
 
 async def _store_message(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
@@ -579,10 +579,14 @@ async def _store_message(
     of it; returns it, the local users to notify and whether it is new here (False: a group's
     copy stored for another local member before). With ``file``, the copy's
     ``content_json.attachment_id`` names our own pending attachment row for it."""
+    conn = tx.conn
     in_reply_to = None
     if caller.peer is not None:
         peer = caller.peer.peer
-        conversation_id = await _peer_conversation(conn, recipient, peer, params)
+        conversation_id = await tx.remembered(
+            ("conversation", recipient.did, peer.id, params.message.contextId),
+            lambda: _peer_conversation(conn, recipient, peer, params),
+        )
         in_reply_to = await _local_reply_target(
             conn, params, peer.did, recipient.did, conversation_id
         )
@@ -591,18 +595,7 @@ async def _store_message(
             "sender_id": peer.id,
             "sender_did": peer.did,
         }
-        contact = await contacts_store.get_contact_for_peer(
-            conn, user_id=recipient.user_id, peer_id=peer.id
-        )
-        if contact is None:  # first contact; an existing one has nothing to change
-            await peers_store.upsert_contact(
-                conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
-            )
-        # muted: stored, not notified
-        notify = [] if contact is not None and contact.muted else [recipient.user_id]
-        name = display_name(ConferMetadata.of(params.message.metadata).senderName)
-        if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
-            await peers_store.set_peer_name(conn, id=peer.id, name=name)
+        notify = await _known_sender(tx, caller, recipient, params)
     else:
         assert caller.api_key is not None and recipient.agent_id is not None
         owner = await users_store.get_user(conn, id=caller.api_key.user_id)
@@ -610,8 +603,9 @@ async def _store_message(
         conversation_id = await api_conversation(conn, owner.id, recipient)
         sender = {"sender_type": "user", "sender_id": owner.id, "sender_did": owner.did}
         notify = [owner.id, recipient.user_id]
-    if caller.peer is not None:
-        # A group message for a second local member: the group holds it once.
+    if caller.peer is not None and ConferMetadata.of(params.message.metadata).conversation:
+        # A group message for a second local member: the group holds it once. (A message
+        # that claims no group is never stored in one, see _peer_conversation.)
         copy = await groups_store.find_group_copy(
             conn,
             origin_did=caller.origin,
@@ -643,6 +637,34 @@ async def _store_message(
         )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify, True
+
+
+async def _known_sender(
+    tx: Transaction, caller: A2ACaller, recipient: Recipient, params: SendMessageParams
+) -> list[str]:
+    """Make the signed peer the recipient's contact (first contact) and note the display name
+    it gives itself; the recipient to notify, or nobody when the contact is muted. Read and
+    written once per transaction (a shared run's later messages reuse it)."""
+    assert caller.peer is not None
+    peer = caller.peer.peer
+    key = ("contact", recipient.user_id, peer.id)
+    contact = await tx.remembered(
+        key,
+        lambda: contacts_store.get_contact_for_peer(
+            tx.conn, user_id=recipient.user_id, peer_id=peer.id
+        ),
+    )
+    if contact is None:  # first contact; an existing one has nothing to change
+        contact = await peers_store.upsert_contact(
+            tx.conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+        )
+        tx.remember(key, contact)
+    name = display_name(ConferMetadata.of(params.message.metadata).senderName)
+    if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
+        if tx.recall(("peer_name", peer.id)) != name:
+            await peers_store.set_peer_name(tx.conn, id=peer.id, name=name)
+            tx.remember(("peer_name", peer.id), name)
+    return [] if contact.muted else [recipient.user_id]  # muted: stored, not notified
 
 
 async def _relay(

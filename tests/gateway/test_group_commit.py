@@ -19,7 +19,7 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.db import GroupCommit, Transaction, create_pool, shared_transaction
+from gateway.db import GroupCommit, Transaction, create_pool, shared_transaction, transaction
 from tests.gateway.harness import run_instance
 
 
@@ -260,3 +260,24 @@ async def test_an_exception_leaving_the_block_rolls_the_run_back(pool: asyncpg.P
     assert after == []
     async with pool.acquire() as conn:  # the connection went back to the pool, usable
         assert await conn.fetchval("SELECT 1") == 1
+
+
+async def test_a_transaction_remembers_what_its_units_read_until_a_savepoint_rolls_back(
+    pool: asyncpg.Pool,
+) -> None:
+    reads: list[str] = []
+
+    async def read(value: str) -> str:
+        reads.append(value)
+        return value
+
+    async with transaction(pool) as tx:
+        assert await tx.remembered("k", lambda: read("first")) == "first"
+        assert await tx.remembered("k", lambda: read("again")) == "first"  # not read again
+        with pytest.raises(ValueError):
+            async with tx.savepoint():
+                tx.remember("k", "written in a unit that fails")
+                assert await tx.remembered("other", lambda: read("other")) == "other"
+                raise ValueError
+        assert tx.recall("k") == "first" and tx.recall("other") is None
+    assert reads == ["first", "other"]
