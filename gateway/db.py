@@ -188,15 +188,34 @@ class Transaction:
     ``conn`` is what store functions take. :meth:`call_after` registers after-commit work;
     :meth:`savepoint` opens a nested block whose registrations are dropped with it when it
     rolls back; :meth:`remembered` reads a value once for every unit of the transaction.
+    :meth:`call_before_commit` registers work for the end of the transaction, run by every
+    runner just before ``COMMIT`` (its failure rolls the whole transaction back).
     Build one with :func:`transaction`.
     """
 
-    __slots__ = ("_after", "_memo", "conn")
+    __slots__ = ("_after", "_before", "_memo", "conn", "events_at_commit")
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
         self._after: list[AfterCommit] = []
+        self._before: list[AfterCommit] = []
         self._memo: dict[Hashable, Any] = {}
+        self.events_at_commit = False
+        """Whether stream events are appended just before ``COMMIT`` rather than at once
+        (:meth:`gateway.realtime.hub.EventHub.append`): a shared run's, so the row lock on a
+        user's stream is held for the commit only, not for the whole run."""
+
+    def call_before_commit(self, work: AfterCommit) -> None:
+        """Run ``work()`` at the end of the transaction, just before ``COMMIT`` (in
+        registration order); work that raises rolls the transaction back."""
+        self._before.append(work)
+
+    async def run_before_commit(self) -> None:
+        """Call the work registered for the end (the runner does this before ``COMMIT``)."""
+        while self._before:  # the work may register more
+            work, self._before = self._before, []
+            for fn in work:
+                await fn()
 
     async def remembered(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
         """``await read()`` the first time ``key`` is asked for in this transaction, the same
@@ -228,14 +247,15 @@ class Transaction:
     @contextlib.asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         """A nested block (``SAVEPOINT``); on an exception it rolls back, and the after-commit
-        work it registered and what :meth:`remember` learnt in it are forgotten with it,
-        before the exception propagates."""
-        mark, memo = len(self._after), dict(self._memo)
+        and end-of-transaction work it registered and what :meth:`remember` learnt in it are
+        forgotten with it, before the exception propagates."""
+        mark, before, memo = len(self._after), len(self._before), dict(self._memo)
         try:
             async with self.conn.transaction():
                 yield
         except BaseException:
             del self._after[mark:]
+            del self._before[before:]
             self._memo = memo
             raise
 
@@ -261,6 +281,7 @@ async def transaction(pool: asyncpg.Pool) -> AsyncIterator[Transaction]:
         tx = Transaction(conn)
         async with conn.transaction():
             yield tx
+            await tx.run_before_commit()
     await tx.run_after_commit()
 
 
@@ -339,6 +360,7 @@ class GroupCommit:
                                     outcomes.append((future, await work(tx), None))
                             except Exception as exc:
                                 outcomes.append((future, None, exc))
+                    await tx.run_before_commit()
         except BaseException as exc:
             for _, future in batch:
                 if future.done():
@@ -405,6 +427,7 @@ class SharedTransaction:
                 self._conn = None
                 raise
             self._tx, self._key, self._first = Transaction(self._conn), key, self.joined + 1
+            self._tx.events_at_commit = True
         async with self._tx.savepoint():
             result = await work(self._tx)
         self.joined += 1
@@ -431,12 +454,15 @@ class SharedTransaction:
         self._tx = self._conn = None
         try:
             if commit:
+                await tx.run_before_commit()
                 await self._inner.commit()
             else:
                 await self._inner.rollback()
         except Exception:
             log.exception("a shared transaction of %d units did not commit", len(units))
             commit = False
+            with contextlib.suppress(Exception):  # ended already when COMMIT itself failed
+                await self._inner.rollback()
         finally:
             await self._pool.release(conn)
         if not commit:

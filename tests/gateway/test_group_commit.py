@@ -281,3 +281,36 @@ async def test_a_transaction_remembers_what_its_units_read_until_a_savepoint_rol
                 raise ValueError
         assert tx.recall("k") == "first" and tx.recall("other") is None
     assert reads == ["first", "other"]
+
+
+async def test_work_for_the_end_of_a_run_runs_before_its_commit_and_fails_it_whole(
+    pool: asyncpg.Pool,
+) -> None:
+    """Stream events of a shared run are written at its end (``events_at_commit``): the work
+    a failed unit registered goes with it; work that fails at the end loses the whole run."""
+    after: list[int] = []
+
+    def at_end(n: int, *, fail: bool = False) -> Any:
+        async def unit(tx: Transaction) -> None:
+            assert tx.events_at_commit
+
+            async def write() -> None:
+                await tx.conn.execute("INSERT INTO probe (n) VALUES ($1)", 100 + n)
+                if fail:
+                    raise ValueError(f"the end of unit {n} fails")
+
+            tx.call_before_commit(write)
+            await insert(n, after, fail=n == 2)(tx)
+
+        return unit
+
+    async with shared_transaction(pool) as shared:
+        await shared.run("a", at_end(1))
+        with pytest.raises(ValueError):
+            await shared.run("a", at_end(2))
+        assert await rows(pool) == {}
+    assert sorted(await rows(pool)) == [1, 101]  # unit 2's work for the end went with it
+    async with shared_transaction(pool) as shared:
+        await shared.run("b", at_end(3, fail=True))
+    assert sorted(await rows(pool)) == [1, 101] and shared.lost(1)
+    assert after == [1]
