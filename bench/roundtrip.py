@@ -11,8 +11,10 @@ Measures, in one run:
   share alice's one conversation with bob (one lane: its order holds, so one request at a
   time carries it), or with ``--spread`` are 8 users of A, each in a direct conversation of
   their own with bob (8 lanes: up to ``CONFER_FEDERATION_BATCH_CONCURRENCY`` requests at once).
+  With ``--rate R`` the senders together post R messages a second, evenly spaced, instead of
+  as fast as they can: the latency below saturation rather than the queue at it.
 
-Usage: python bench/roundtrip.py [--messages 200] [--load 1000] [--spread]   (needs
+Usage: python bench/roundtrip.py [--messages 200] [--load 1000] [--spread] [--rate R]   (needs
 CONFER_DATABASE_URL or uses the embedded PostgreSQL under .data/). Loopback only; bounded
 loops.
 """
@@ -142,7 +144,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def run(messages: int, load: int, spread: bool) -> None:
+async def run(messages: int, load: int, spread: bool, rate: float = 0.0) -> None:
     settings = Settings()
     admin = settings.database_url or embedded_postgres_url(Path(".data") / "pg", stop_at_exit=True)
     signs, verifies = signing_rate()
@@ -160,13 +162,15 @@ async def run(messages: int, load: int, spread: bool) -> None:
         try:
             with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
                 results[mode] = await pair(
-                    urls, messages if mode == "on" else 0, load, mode, spread
+                    urls, messages if mode == "on" else 0, load, mode, spread, rate
                 )
         finally:
             for url in urls:
                 await drop_database(admin, url.rsplit("/", 1)[1])
     off, on = results["off"], results["on"]
     where = "8 conversations" if spread else "one conversation"
+    if rate:
+        where += f", offered {rate:g} messages/s"
     for mode, (rate, p50, p99, n, elapsed) in results.items():
         print(
             f"throughput A→B, 8 concurrent senders, {where}, batches {mode:>3}: "
@@ -177,7 +181,7 @@ async def run(messages: int, load: int, spread: bool) -> None:
 
 
 async def pair(
-    urls: list[str], messages: int, load: int, tag: str, spread: bool = False
+    urls: list[str], messages: int, load: int, tag: str, spread: bool = False, rate: float = 0.0
 ) -> tuple[float, float, float, int, float]:
     """Start A and B, measure (sequential latency when ``messages``, then) the load (in 8
     conversations when ``spread``)."""
@@ -223,7 +227,7 @@ async def pair(
                     f"p50 {statistics.median(latencies):.1f} ms, "
                     f"p99 {percentile(latencies, 0.99):.1f} ms"
                 )
-            return await throughput(a, ws, senders, load, tag)
+            return await throughput(a, ws, senders, load, tag, rate)
 
 
 async def throughput(
@@ -232,16 +236,20 @@ async def throughput(
     senders: list[tuple[str, dict[str, str]]],
     load: int,
     tag: str,
+    rate: float = 0.0,
 ) -> tuple[float, float, float, int, float]:
-    """``senders`` (``(messages path, auth headers)`` each) post ``load`` messages at once;
-    ``(messages/s, p50 ms, p99 ms, n, s)`` from the first POST to the last arrival, latency
-    from each POST to its arrival."""
+    """``senders`` (``(messages path, auth headers)`` each) post ``load`` messages at once,
+    or together ``rate`` a second evenly spaced; ``(messages/s, p50 ms, p99 ms, n, s)`` from
+    the first POST to the last arrival, latency from each POST to its arrival."""
     posted: dict[str, float] = {}
     per_sender = load // len(senders)
 
     async def sender(s: int) -> None:
         path, auth = senders[s]
         for i in range(per_sender):
+            if rate:  # the n-th message of all is due n / rate seconds after the start
+                due = start + (i * len(senders) + s) / rate
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
             text = f"load {tag} {s} {i}"
             posted[text] = time.perf_counter()
             (await a.post(path, headers=auth, json={"content": text})).raise_for_status()
@@ -275,5 +283,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--spread", action="store_true", help="8 senders in 8 conversations, not one"
     )
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="messages/s the senders offer (0: at once)"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.messages, args.load, args.spread))
+    asyncio.run(run(args.messages, args.load, args.spread, args.rate))

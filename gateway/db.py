@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Hashable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -187,14 +187,53 @@ class Transaction:
 
     ``conn`` is what store functions take. :meth:`call_after` registers after-commit work;
     :meth:`savepoint` opens a nested block whose registrations are dropped with it when it
-    rolls back. Build one with :func:`transaction`.
+    rolls back; :meth:`remembered` reads a value once for every unit of the transaction.
+    :meth:`call_before_commit` registers work for the end of the transaction, run by every
+    runner just before ``COMMIT`` (its failure rolls the whole transaction back).
+    Build one with :func:`transaction`.
     """
 
-    __slots__ = ("_after", "conn")
+    __slots__ = ("_after", "_before", "_memo", "conn", "events_at_commit")
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
         self._after: list[AfterCommit] = []
+        self._before: list[AfterCommit] = []
+        self._memo: dict[Hashable, Any] = {}
+        self.events_at_commit = False
+        """Whether stream events are appended just before ``COMMIT`` rather than at once
+        (:meth:`gateway.realtime.hub.EventHub.append`): a shared run's, so the row lock on a
+        user's stream is held for the commit only, not for the whole run."""
+
+    def call_before_commit(self, work: AfterCommit) -> None:
+        """Run ``work()`` at the end of the transaction, just before ``COMMIT`` (in
+        registration order); work that raises rolls the transaction back."""
+        self._before.append(work)
+
+    async def run_before_commit(self) -> None:
+        """Call the work registered for the end (the runner does this before ``COMMIT``)."""
+        while self._before:  # the work may register more
+            work, self._before = self._before, []
+            for fn in work:
+                await fn()
+
+    async def remembered(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
+        """``await read()`` the first time ``key`` is asked for in this transaction, the same
+        value after (until a savepoint that rolls back forgets what it learnt): for the units
+        of a shared run (:class:`SharedTransaction`) that all need, say, the caller's contact
+        row. The value is what this transaction saw, or wrote (:meth:`remember`)."""
+        if key not in self._memo:
+            self._memo[key] = await read()
+        value: T = self._memo[key]
+        return value
+
+    def remember(self, key: Hashable, value: Any) -> None:
+        """What :meth:`remembered` answers for ``key`` from now on (a row just written)."""
+        self._memo[key] = value
+
+    def recall(self, key: Hashable) -> Any:
+        """What is remembered for ``key``, or None."""
+        return self._memo.get(key)
 
     def call_after(self, work: AfterCommit) -> None:
         """Run ``work()`` after the transaction commits (in registration order).
@@ -208,13 +247,16 @@ class Transaction:
     @contextlib.asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         """A nested block (``SAVEPOINT``); on an exception it rolls back, and the after-commit
-        work it registered is forgotten with it, before the exception propagates."""
-        mark = len(self._after)
+        and end-of-transaction work it registered and what :meth:`remember` learnt in it are
+        forgotten with it, before the exception propagates."""
+        mark, before, memo = len(self._after), len(self._before), dict(self._memo)
         try:
             async with self.conn.transaction():
                 yield
         except BaseException:
             del self._after[mark:]
+            del self._before[before:]
+            self._memo = memo
             raise
 
     async def run_after_commit(self) -> None:
@@ -239,6 +281,7 @@ async def transaction(pool: asyncpg.Pool) -> AsyncIterator[Transaction]:
         tx = Transaction(conn)
         async with conn.transaction():
             yield tx
+            await tx.run_before_commit()
     await tx.run_after_commit()
 
 
@@ -317,6 +360,7 @@ class GroupCommit:
                                     outcomes.append((future, await work(tx), None))
                             except Exception as exc:
                                 outcomes.append((future, None, exc))
+                    await tx.run_before_commit()
         except BaseException as exc:
             for _, future in batch:
                 if future.done():
@@ -336,3 +380,106 @@ class GroupCommit:
                 future.set_exception(error)
             else:
                 future.set_result(value)
+
+
+class SharedTransaction:
+    """One transaction that consecutive units of work of the same key join, each in its own
+    ``SAVEPOINT``: for a caller that runs many small units one after another (the calls of one
+    JSON-RPC batch, :mod:`gateway.routes.federation`), one ``BEGIN``/``COMMIT`` and one WAL
+    flush for a run of units instead of one each.
+
+    Build one with :func:`shared_transaction`, then ``await shared.run(key, work)`` per
+    unit. A unit of another key first commits the open run (so a run holds one key's
+    locks, a conversation's, in the order a unit alone takes them: it deadlocks with nobody a
+    single unit would not); :meth:`commit` does it on demand (before work that must see the
+    run's rows from another connection) and leaving the block does it at the end. A unit that
+    raises rolls back to its savepoint — its writes and its after-commit work go, the earlier
+    units' stay — and its exception propagates. After-commit work runs once its run commits.
+
+    What a unit returns is not durable until its run commits: each unit that joined gets a
+    number (:attr:`joined` after its ``run``), and :meth:`lost` says whether a failed
+    ``COMMIT`` took it.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._key: str | None = None
+        self._conn: asyncpg.Connection | None = None
+        self._inner: Any = None  # asyncpg's transaction of the open run
+        self._tx: Transaction | None = None
+        self._first = 1
+        self._lost: list[range] = []
+        self.joined = 0
+        """How many units have joined so far (the number of the latest)."""
+
+    async def run(self, key: str, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``await work(tx)`` in a savepoint of the open run of ``key`` (a new run when none
+        is open or the open one is of another key); its result, or its exception."""
+        if self._tx is not None and key != self._key:
+            await self.commit()
+        if self._tx is None:
+            self._conn = await self._pool.acquire()
+            try:
+                self._inner = self._conn.transaction()
+                await self._inner.start()
+            except BaseException:
+                await self._pool.release(self._conn)
+                self._conn = None
+                raise
+            self._tx, self._key, self._first = Transaction(self._conn), key, self.joined + 1
+            self._tx.events_at_commit = True
+        async with self._tx.savepoint():
+            result = await work(self._tx)
+        self.joined += 1
+        return result
+
+    async def commit(self) -> None:
+        """Commit the open run, if any, then run its after-commit work. A failed ``COMMIT``
+        is logged and marks the run's units :meth:`lost`; it is not raised."""
+        await self._close(commit=True)
+
+    async def rollback(self) -> None:
+        """Roll the open run back, if any (its units are :meth:`lost`)."""
+        await self._close(commit=False)
+
+    def lost(self, unit: int) -> bool:
+        """Whether unit number ``unit`` was rolled back with its whole run."""
+        return any(unit in run for run in self._lost)
+
+    async def _close(self, *, commit: bool) -> None:
+        tx, conn = self._tx, self._conn
+        if tx is None or conn is None:
+            return
+        units = range(self._first, self.joined + 1)
+        self._tx = self._conn = None
+        try:
+            if commit:
+                await tx.run_before_commit()
+                await self._inner.commit()
+            else:
+                await self._inner.rollback()
+        except Exception:
+            log.exception("a shared transaction of %d units did not commit", len(units))
+            commit = False
+            with contextlib.suppress(Exception):  # ended already when COMMIT itself failed
+                await self._inner.rollback()
+        finally:
+            await self._pool.release(conn)
+        if not commit:
+            self._lost.append(units)
+            return
+        await tx.run_after_commit()
+
+
+@contextlib.asynccontextmanager
+async def shared_transaction(pool: asyncpg.Pool) -> AsyncIterator[SharedTransaction]:
+    """``async with shared_transaction(pool) as shared:`` — units of work that share runs
+    (:class:`SharedTransaction`). The open run commits when the block ends, and rolls back
+    when an exception leaves it (then propagated)."""
+    shared = SharedTransaction(pool)
+    try:
+        yield shared
+    except BaseException:
+        await shared.rollback()
+        raise
+    await shared.commit()

@@ -174,11 +174,33 @@ class EventHub:
         recovered by the device's replay from the stored offset. With ``conversation_id`` the
         event is also announced on the conversation's subject (``{"type", "data"}``).
         Raises ValueError for an ephemeral type (those go through :meth:`emit_ephemeral`).
+
+        In a transaction with :attr:`~gateway.db.Transaction.events_at_commit` (a shared run
+        of a JSON-RPC batch) the rows are written just before its ``COMMIT``, in the order the
+        events were appended: the users' stream rows stay locked for the commit only, not while
+        the run's other units are written.
         """
         if event_type in EPHEMERAL_TYPES:
             raise ValueError(f"{event_type} is ephemeral: use emit_ephemeral")
         users = sorted(set(user_ids))
         text = _json(data)
+        write = functools.partial(
+            self._write_event, tx, users, event_type, data, text, conversation_id
+        )
+        if tx.events_at_commit:
+            tx.call_before_commit(write)
+        else:
+            await write()
+
+    async def _write_event(
+        self,
+        tx: Transaction,
+        users: list[str],
+        event_type: str,
+        data: Any,
+        text: str,
+        conversation_id: str | None,
+    ) -> None:
         if users:
             sender, message_id = _delivery_of(event_type, data)
             recipients = [uid for uid in users if uid != sender]

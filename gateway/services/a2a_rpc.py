@@ -40,6 +40,7 @@ from a2a.protocol import (
 from did.errors import DIDError
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
+from gateway.db import SharedTransaction
 from gateway.errors import (
     ConferError,
     FederationRefusedError,
@@ -85,7 +86,8 @@ class RpcContext:
     (None: only members already known join a replica); ``max_group_members`` bounds a group
     a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``); a peer's typing in one
     conversation reaches its users at most once per ``typing_interval_seconds``; ``push``
-    bounds webhook configs.
+    bounds webhook configs. ``batch`` is the transaction the calls of one JSON-RPC batch share
+    (:func:`joins_batch`); None for a single call.
     """
 
     caller: A2ACaller
@@ -105,6 +107,7 @@ class RpcContext:
     max_group_members: int = 256
     typing_interval_seconds: float = 3.0
     push: PushRules = field(default_factory=PushRules)
+    batch: SharedTransaction | None = None
 
 
 def _params(model: type[M], raw: Any) -> M:
@@ -214,7 +217,9 @@ async def _author(ctx: RpcContext, params: SendMessageParams) -> A2ACaller:
     return A2ACaller(ref=ctx.caller.ref, body=ctx.caller.body, peer=verified)
 
 
-async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bool]:
+async def _send(
+    ctx: RpcContext, params: SendMessageParams, shared: SharedTransaction | None = None
+) -> tuple[TaskRow, bool]:
     """Store a new message (or return the first answer to a retried one).
 
     A group message sent once to this instance (``/a2a``) names every local member it is for
@@ -235,7 +240,7 @@ async def _send(ctx: RpcContext, params: SendMessageParams) -> tuple[TaskRow, bo
         if caller is not ctx.caller:  # a relay: the author must be welcome too
             async with ctx.pool.acquire() as conn:
                 await federation.admit(conn, caller, recipient)
-        return await _receive(ctx, caller, recipient, params)
+        return await _receive(ctx, caller, recipient, params, shared)
     named = [confer.recipient] if confer.recipient else []
     return await _fan_out(ctx, caller, params, [*named, *confer.recipients])
 
@@ -268,7 +273,11 @@ async def _fan_out(
 
 
 async def _receive(
-    ctx: RpcContext, caller: A2ACaller, recipient: Recipient, params: SendMessageParams
+    ctx: RpcContext,
+    caller: A2ACaller,
+    recipient: Recipient,
+    params: SendMessageParams,
+    shared: SharedTransaction | None = None,
 ) -> tuple[TaskRow, bool]:
     return await federation.receive_message(
         caller,
@@ -282,7 +291,37 @@ async def _receive(
         clock=ctx.clock,
         permission_ttl_seconds=ctx.permission_ttl_seconds,
         message_requests_default=ctx.message_requests_default,
+        shared=shared,
     )
+
+
+def joins_batch(ctx: RpcContext, params: SendMessageParams) -> bool:
+    """Whether this ``SendMessage`` of a batch may be stored in the batch's shared transaction
+    (:class:`gateway.db.SharedTransaction`): a plain message to the endpoint's recipient, whose
+    every read and write goes through that transaction. Everything else (a change, receipt,
+    signal, group or membership message, a consent answer, a task reference, a push config)
+    reads or writes on other connections, so it runs after the batch's earlier calls have
+    committed."""
+    confer = ConferMetadata.of(params.message.metadata)
+    return (
+        ctx.batch is not None
+        and ctx.recipient is not None
+        and not confer.malformed
+        and confer.change() is None
+        and not confer.typing
+        and all(
+            value is None
+            for value in (confer.conversation, confer.membership, confer.read, confer.presence)
+        )
+        and confer.taskId is None
+        and confer.decision is None
+        and not confer.recipients
+        and params.message.taskId is None
+        and not _PUSH_CONFIG_FIELDS & set(params.configuration or ())
+    )
+
+
+_PUSH_CONFIG_FIELDS = frozenset({"taskPushNotificationConfig", "pushNotificationConfig"})
 
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
@@ -290,6 +329,9 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     a peer's edit or delete of an earlier message, its read receipt, or a group membership
     event or request (:mod:`gateway.services.group_events`) → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
+    shared = ctx.batch if joins_batch(ctx, params) else None
+    if ctx.batch is not None and shared is None:
+        await ctx.batch.commit()  # what comes next sees the batch's earlier calls
     await _check_addressee(ctx, params)
     confer = ConferMetadata.of(params.message.metadata)
     if confer.typing or confer.presence is not None:
@@ -322,7 +364,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     change = confer.change()
     if change is None:
         config = _push_config(ctx, params)
-        task, _ = await _send(ctx, params)
+        task, _ = await _send(ctx, params, shared)
         if config is not None:
             await push_service.create_config(
                 ctx.pool, ctx.caller.ref, task.id, config, ctx.push, send_task=True

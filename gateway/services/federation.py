@@ -18,7 +18,7 @@ from a2a.protocol import JSONRPCError, SendMessageParams, agent_text_message
 from gateway.agents.peer_tasks import WAITING, enqueue_for_peer
 from gateway.agents.queue import TaskQueue
 from gateway.clock import Clock
-from gateway.db import Transaction, transaction
+from gateway.db import SharedTransaction, Transaction, transaction
 from gateway.errors import (
     ApiKeyScopeError,
     ConferError,
@@ -48,6 +48,7 @@ from gateway.services.public_profiles import display_name
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
 from gateway.store import audit as audit_store
+from gateway.store import contacts as contacts_store
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
 from gateway.store import groups as groups_store
@@ -204,6 +205,7 @@ async def receive_message(
     clock: Clock,
     permission_ttl_seconds: float,
     message_requests_default: bool = True,
+    shared: SharedTransaction | None = None,
 ) -> tuple[TaskRow, bool]:
     """Store the caller's message for ``recipient`` and open its task, as policy decides.
 
@@ -224,12 +226,17 @@ async def receive_message(
     sent; content a local client could not post raises InvalidParamsError (-32602, audited)
     before anything is written. A peer's file part gives the copy its own attachment, pending
     until the fetch worker brings the bytes (:mod:`gateway.workers.attachment_fetch`).
+
+    With ``shared`` (the calls of one JSON-RPC batch), that unit of work is a savepoint of the
+    batch's transaction, shared with the caller's next messages into the same conversation
+    (:class:`gateway.db.SharedTransaction`, keyed by caller, recipient and ``contextId``).
     """
     content, file = await checked_content(pool, caller, recipient, params, max_chars, ip)
     text = a2a_content.policy_text(content)
     remote_id = params.message.messageId
     now = clock.now()
-    async with transaction(pool) as tx:
+
+    async def unit(tx: Transaction) -> tuple[TaskRow, bool]:
         conn = tx.conn
         await conv_store.lock_direct_pair(conn, f"inbox:{caller.origin}:{remote_id}")
         existing = await _retried(conn, caller, recipient, remote_id)
@@ -238,7 +245,7 @@ async def receive_message(
         verdict = await _verdict(conn, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
             message, notify, fresh = await _store_message(
-                conn, caller, recipient, params, content, file
+                tx, caller, recipient, params, content, file
             )
             claim = ConferMetadata.of(params.message.metadata).conversation
             if fresh:
@@ -297,7 +304,13 @@ async def receive_message(
             )
             await consent.announce_request(tx, hub, recipient.user_id, permission, notice)
         await _audit_inbound(conn, caller, recipient, task, verdict, ip)
-    return task, True
+        return task, True
+
+    if shared is not None:
+        key = "\n".join((caller.origin, recipient.did, params.message.contextId or ""))
+        return await shared.run(key, unit)
+    async with transaction(pool) as tx:
+        return await unit(tx)
 
 
 async def _unless_requested(
@@ -572,7 +585,7 @@ async def _open_task(
 
 
 async def _store_message(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
@@ -585,10 +598,14 @@ async def _store_message(
     of it; returns it, the local users to notify and whether it is new here (False: a group's
     copy stored for another local member before). With ``file``, the copy's
     ``content_json.attachment_id`` names our own pending attachment row for it."""
+    conn = tx.conn
     in_reply_to = None
     if caller.peer is not None:
         peer = caller.peer.peer
-        conversation_id = await _peer_conversation(conn, recipient, peer, params)
+        conversation_id = await tx.remembered(
+            ("conversation", recipient.did, peer.id, params.message.contextId),
+            lambda: _peer_conversation(conn, recipient, peer, params),
+        )
         in_reply_to = await _local_reply_target(
             conn, params, peer.did, recipient.did, conversation_id
         )
@@ -597,14 +614,7 @@ async def _store_message(
             "sender_id": peer.id,
             "sender_did": peer.did,
         }
-        settings = await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id)
-        await peers_store.upsert_contact(
-            conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
-        )
-        notify = [] if settings.muted else [recipient.user_id]  # muted: stored, not notified
-        name = display_name(ConferMetadata.of(params.message.metadata).senderName)
-        if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
-            await peers_store.set_peer_name(conn, id=peer.id, name=name)
+        notify = await _known_sender(tx, caller, recipient, params)
     else:
         assert caller.api_key is not None and recipient.agent_id is not None
         owner = await users_store.get_user(conn, id=caller.api_key.user_id)
@@ -612,8 +622,9 @@ async def _store_message(
         conversation_id = await api_conversation(conn, owner.id, recipient)
         sender = {"sender_type": "user", "sender_id": owner.id, "sender_did": owner.did}
         notify = [owner.id, recipient.user_id]
-    if caller.peer is not None:
-        # A group message for a second local member: the group holds it once.
+    if caller.peer is not None and ConferMetadata.of(params.message.metadata).conversation:
+        # A group message for a second local member: the group holds it once. (A message
+        # that claims no group is never stored in one, see _peer_conversation.)
         copy = await groups_store.find_group_copy(
             conn,
             origin_did=caller.origin,
@@ -645,6 +656,34 @@ async def _store_message(
         )
     await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify, True
+
+
+async def _known_sender(
+    tx: Transaction, caller: A2ACaller, recipient: Recipient, params: SendMessageParams
+) -> list[str]:
+    """Make the signed peer the recipient's contact (first contact) and note the display name
+    it gives itself; the recipient to notify, or nobody when the contact is muted. Read and
+    written once per transaction (a shared run's later messages reuse it)."""
+    assert caller.peer is not None
+    peer = caller.peer.peer
+    key = ("contact", recipient.user_id, peer.id)
+    contact = await tx.remembered(
+        key,
+        lambda: contacts_store.get_contact_for_peer(
+            tx.conn, user_id=recipient.user_id, peer_id=peer.id
+        ),
+    )
+    if contact is None:  # first contact; an existing one has nothing to change
+        contact = await peers_store.upsert_contact(
+            tx.conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
+        )
+        tx.remember(key, contact)
+    name = display_name(ConferMetadata.of(params.message.metadata).senderName)
+    if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
+        if tx.recall(("peer_name", peer.id)) != name:
+            await peers_store.set_peer_name(tx.conn, id=peer.id, name=name)
+            tx.remember(("peer_name", peer.id), name)
+    return [] if contact.muted else [recipient.user_id]  # muted: stored, not notified
 
 
 async def _relay(

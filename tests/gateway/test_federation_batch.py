@@ -344,3 +344,44 @@ async def test_a_peer_that_declares_batches_but_refuses_one_gets_single_requests
         assert texts == ["warm-up", "after 0", "after 1", "after 2"]
         sql = "SELECT batch_max_items FROM federation_destinations WHERE destination = $1"
         assert await _fetchval(a, sql, destination) is None
+
+
+async def test_an_inbound_batch_stores_each_good_call_once_in_order(make_database) -> None:
+    """The calls share one transaction, each in a savepoint: a refused call among good ones
+    stores nothing and spoils nothing, every good one is stored once, in order, with its task,
+    audit row and stream event; the same batch sent again stores nothing twice."""
+    async with run_instance(await make_database(), max_message_chars=200) as b:
+        async with run_fake_peer() as peer:
+            bob = await b.register("bob")
+            url = f"{b.base_url}/users/bob/a2a"
+            calls = [_call(peer, "ok 1", "a"), _call(peer, "x" * 300, "bad")]
+            calls += [_call(peer, "ok 2", "b"), _call(peer, "ok 3", "c")]
+            calls[3]["params"]["message"]["contextId"] = "another-context"  # another run
+
+            async def post() -> dict[Any, dict[str, Any]]:
+                body = json.dumps(calls).encode()
+                answer = await b.client.post(
+                    "/users/bob/a2a", content=body, headers=peer.signed_headers(url, body)
+                )
+                assert answer.status_code == 200, answer.text
+                return {item["id"]: item for item in answer.json()}
+
+            async def count(sql: str) -> int:
+                return int(await _fetchval(b, sql, bob.profile["id"]))
+
+            first = await post()
+            assert first["bad"]["error"]["code"] == -32602
+            tasks = {k: first[k]["result"]["task"]["id"] for k in "abc"}
+            assert await _texts(b, bob, peer.did) == ["ok 1", "ok 2", "ok 3"]
+            events = "SELECT count(*) FROM user_events WHERE user_id = $1 AND type = $2"
+            created = "message.created"
+            assert int(await _fetchval(b, events, bob.profile["id"], created)) == 3
+            audited = """SELECT count(*) FROM audit_log
+                         WHERE user_id = $1 AND action = 'federation.inbound'"""
+            assert await count(audited) == 3
+
+            again = await post()  # the answer was lost: the peer sends the batch again
+            assert {k: again[k]["result"]["task"]["id"] for k in "abc"} == tasks
+            assert await _texts(b, bob, peer.did) == ["ok 1", "ok 2", "ok 3"]
+            assert int(await _fetchval(b, events, bob.profile["id"], created)) == 3
+            assert await count("SELECT count(*) FROM a2a_tasks WHERE user_id = $1") == 3

@@ -1,6 +1,11 @@
 """Group commit (``gateway.db.GroupCommit``): works of one key that arrive while another is
 being written share one transaction, each in its own savepoint, and every caller sees what it
-would see alone. Real PostgreSQL; the posts over real HTTP and WebSocket."""
+would see alone. Real PostgreSQL; the posts over real HTTP and WebSocket.
+
+The shared transaction of a JSON-RPC batch (``gateway.db.SharedTransaction``), at the end:
+consecutive units of one key commit once, each in its own savepoint; a unit that fails rolls
+back alone; another key, or a commit on demand, ends the run; a failed commit says which units
+it lost."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.db import GroupCommit, Transaction, create_pool
+from gateway.db import GroupCommit, Transaction, create_pool, shared_transaction, transaction
 from tests.gateway.harness import run_instance
 
 
@@ -180,3 +185,132 @@ async def test_concurrent_posts_are_stored_once_in_order_and_share_commits(
             assert transactions >= 20  # two BEGINs in one microsecond are possible, if rare
         else:
             assert transactions < 24
+
+
+def insert(n: int, after: list[int], *, tag: str | None = None, fail: bool = False) -> Any:
+    """A unit that inserts row ``n`` and notes ``n`` in ``after`` once committed."""
+
+    async def unit(tx: Transaction) -> int:
+        await tx.conn.execute("INSERT INTO probe (n, tag) VALUES ($1, $2)", n, tag)
+
+        async def noted() -> None:
+            after.append(n)
+
+        tx.call_after(noted)
+        if fail:
+            raise ValueError(f"unit {n} fails")
+        return n
+
+    return unit
+
+
+async def test_units_of_one_key_commit_once_and_a_failing_unit_rolls_back_alone(
+    pool: asyncpg.Pool,
+) -> None:
+    after: list[int] = []
+    async with shared_transaction(pool) as shared:
+        assert await shared.run("a", insert(1, after)) == 1
+        with pytest.raises(ValueError, match="unit 2 fails"):
+            await shared.run("a", insert(2, after, fail=True))
+        assert await shared.run("a", insert(3, after)) == 3
+        assert await rows(pool) == {}  # nothing is visible before the run commits
+        assert after == []
+    stored = await rows(pool)
+    assert sorted(stored) == [1, 3]
+    assert stored[1] == stored[3]  # one transaction
+    assert after == [1, 3]  # the failed unit's after-commit work went with it
+    assert shared.joined == 2
+    assert not shared.lost(1) and not shared.lost(2)
+
+
+async def test_another_key_or_a_commit_on_demand_ends_the_run(pool: asyncpg.Pool) -> None:
+    after: list[int] = []
+    async with shared_transaction(pool) as shared:
+        await shared.run("a", insert(1, after))
+        await shared.run("b", insert(2, after))
+        assert sorted(await rows(pool)) == [1]  # the run of "a" committed first
+        assert after == [1]
+        await shared.commit()
+        assert sorted(await rows(pool)) == [1, 2]
+        await shared.run("b", insert(3, after))
+    stored = await rows(pool)
+    assert len({stored[1], stored[2], stored[3]}) == 3
+    assert after == [1, 2, 3]
+
+
+async def test_a_failed_commit_loses_its_run_only(pool: asyncpg.Pool) -> None:
+    after: list[int] = []
+    async with shared_transaction(pool) as shared:
+        await shared.run("a", insert(1, after))
+        await shared.run("b", insert(2, after, tag="same"))
+        await shared.run("b", insert(3, after, tag="same"))  # the deferred check fails at COMMIT
+        await shared.run("c", insert(4, after))
+    assert sorted(await rows(pool)) == [1, 4]
+    assert after == [1, 4]
+    assert [shared.lost(unit) for unit in (1, 2, 3, 4)] == [False, True, True, False]
+
+
+async def test_an_exception_leaving_the_block_rolls_the_run_back(pool: asyncpg.Pool) -> None:
+    after: list[int] = []
+    with pytest.raises(RuntimeError):
+        async with shared_transaction(pool) as shared:
+            await shared.run("a", insert(1, after))
+            raise RuntimeError("the request went away")
+    assert await rows(pool) == {}
+    assert after == []
+    async with pool.acquire() as conn:  # the connection went back to the pool, usable
+        assert await conn.fetchval("SELECT 1") == 1
+
+
+async def test_a_transaction_remembers_what_its_units_read_until_a_savepoint_rolls_back(
+    pool: asyncpg.Pool,
+) -> None:
+    reads: list[str] = []
+
+    async def read(value: str) -> str:
+        reads.append(value)
+        return value
+
+    async with transaction(pool) as tx:
+        assert await tx.remembered("k", lambda: read("first")) == "first"
+        assert await tx.remembered("k", lambda: read("again")) == "first"  # not read again
+        with pytest.raises(ValueError):
+            async with tx.savepoint():
+                tx.remember("k", "written in a unit that fails")
+                assert await tx.remembered("other", lambda: read("other")) == "other"
+                raise ValueError
+        assert tx.recall("k") == "first" and tx.recall("other") is None
+    assert reads == ["first", "other"]
+
+
+async def test_work_for_the_end_of_a_run_runs_before_its_commit_and_fails_it_whole(
+    pool: asyncpg.Pool,
+) -> None:
+    """Stream events of a shared run are written at its end (``events_at_commit``): the work
+    a failed unit registered goes with it; work that fails at the end loses the whole run."""
+    after: list[int] = []
+
+    def at_end(n: int, *, fail: bool = False) -> Any:
+        async def unit(tx: Transaction) -> None:
+            assert tx.events_at_commit
+
+            async def write() -> None:
+                await tx.conn.execute("INSERT INTO probe (n) VALUES ($1)", 100 + n)
+                if fail:
+                    raise ValueError(f"the end of unit {n} fails")
+
+            tx.call_before_commit(write)
+            await insert(n, after, fail=n == 2)(tx)
+
+        return unit
+
+    async with shared_transaction(pool) as shared:
+        await shared.run("a", at_end(1))
+        with pytest.raises(ValueError):
+            await shared.run("a", at_end(2))
+        assert await rows(pool) == {}
+    assert sorted(await rows(pool)) == [1, 101]  # unit 2's work for the end went with it
+    async with shared_transaction(pool) as shared:
+        await shared.run("b", at_end(3, fail=True))
+    assert sorted(await rows(pool)) == [1, 101] and shared.lost(1)
+    assert after == [1]
