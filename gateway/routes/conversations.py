@@ -66,10 +66,11 @@ async def list_conversations(
     )
 
 
-def checked_id(conversation_id: str) -> str:
-    """``conversation_id`` when it is a ULID; ValidationFailedError (422) otherwise."""
+def checked_id(conversation_id: str, what: str = "a conversation id") -> str:
+    """``conversation_id`` when it is a ULID; ValidationFailedError (422, naming ``what`` the
+    value should have been) otherwise."""
     if not is_ulid(conversation_id):
-        raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
+        raise ValidationFailedError(f"{conversation_id!r} is not {what} (ULID)")
     return conversation_id
 
 
@@ -146,7 +147,7 @@ async def list_messages(
 ) -> MessagePage:
     """Messages newest first; follow ``next_before`` for older pages."""
     if before is not None:
-        checked_id(before)
+        checked_id(before, "a message id")
     items, next_before = await service.list_messages(
         state.pool, current.user, checked_id(conversation_id), before=before, limit=limit
     )

@@ -84,6 +84,10 @@ async def test_messages_reach_both_users_and_list_newest_first(instance: Instanc
         ).json()
         seen += [m["id"] for m in page["items"]]
     assert seen == [m["id"] for m in reversed(sent)]
+    bad = await bob.request(
+        "GET", f"/v1/conversations/{conversation['id']}/messages", params={"before": "zz"}
+    )
+    assert bad.status_code == 422 and "is not a message id" in bad.json()["detail"], bad.text
 
 
 async def test_replies_carry_their_thread_root(instance: Instance) -> None:
