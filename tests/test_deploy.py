@@ -6,6 +6,7 @@ Confer to carry HTTP and the WebSocket."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -160,16 +161,18 @@ def test_caddy_adapts_the_caddyfile_to_https_for_the_public_host() -> None:
     assert proxy["upstreams"] == [{"dial": "gateway:8000"}]
 
 
-async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
-    database_url: str,
-) -> None:
-    caddy = _caddy()
-    listen = free_port()
-    # Plain http on loopback (no certificate here); the upstream is the served instance
-    config = _adapt(caddy, f"http://localhost:{listen}")
-    async with run_instance(database_url) as instance:
+async def _proxy_up(caddy: str, instance_url: str) -> tuple[asyncio.subprocess.Process, str]:
+    """Caddy from the repository's Caddyfile on a free loopback port, proxying to
+    ``instance_url``, once it answers ``/healthz`` through the proxy: ``(process, url)``.
+    A Caddy that exits (its port taken between the choice and the bind, on a busy machine)
+    is started again on another port; each start may take up to two minutes."""
+    failures = []
+    for _ in range(3):
+        listen = free_port()
+        # Plain http on loopback (no certificate here); the upstream is the served instance
+        config = _adapt(caddy, f"http://localhost:{listen}")
         for proxy in _proxies(config):
-            proxy["upstreams"] = [{"dial": instance.base_url.removeprefix("http://")}]
+            proxy["upstreams"] = [{"dial": instance_url.removeprefix("http://")}]
         config["admin"] = {"disabled": True}
         workdir = Path(tempfile.mkdtemp(prefix="confer-caddy-"))
         (workdir / "caddy.json").write_text(json.dumps(config))
@@ -180,20 +183,33 @@ async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
             str(workdir / "caddy.json"),
             env={**os.environ, "HOME": str(workdir), "XDG_DATA_HOME": str(workdir)},
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         proxied = f"http://localhost:{listen}"
+        async with httpx.AsyncClient(base_url=proxied, timeout=5) as client:
+            deadline = time.monotonic() + 120
+            while process.returncode is None and time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get("/healthz")).status_code == 200:
+                        shutil.rmtree(workdir, ignore_errors=True)
+                        return process, proxied
+                await asyncio.sleep(0.2)
+        if process.returncode is None:
+            process.terminate()
+        _, err = await asyncio.wait_for(process.communicate(), 20)
+        failures.append(err.decode(errors="replace")[-500:])
+        shutil.rmtree(workdir, ignore_errors=True)
+    raise AssertionError(f"Caddy never proxied to the instance: {failures}")
+
+
+async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
+    database_url: str,
+) -> None:
+    caddy = _caddy()
+    async with run_instance(database_url) as instance:
+        process, proxied = await _proxy_up(caddy, instance.base_url)
         try:
-            async with httpx.AsyncClient(base_url=proxied, timeout=5) as client:
-                deadline = time.monotonic() + 30
-                while True:
-                    try:
-                        if (await client.get("/healthz")).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    assert process.returncode is None and time.monotonic() < deadline
-                    await asyncio.sleep(0.2)
+            async with httpx.AsyncClient(base_url=proxied, timeout=30) as client:
                 registered = await client.post(
                     "/v1/auth/register",
                     json={"username": "alice", "password": "correct horse battery"},
@@ -201,13 +217,13 @@ async def test_caddy_carries_http_and_the_websocket_to_a_served_confer(
                 assert registered.status_code == 201, registered.text
                 token = registered.json()["access_token"]
             async with websockets.connect(
-                f"ws://localhost:{listen}/v1/ws",
+                proxied.replace("http://", "ws://") + "/v1/ws",
                 subprotocols=["confer.v1", f"bearer.{token}"],  # type: ignore[list-item]
             ) as ws:
-                ready = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                ready = json.loads(await asyncio.wait_for(ws.recv(), 30))
                 assert ready["type"] == "ready"
                 assert ready["data"]["did"] == registered.json()["user"]["did"]
         finally:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), 20)
-            shutil.rmtree(workdir, ignore_errors=True)
+            if process.returncode is None:
+                process.terminate()
+            await asyncio.wait_for(process.communicate(), 20)
