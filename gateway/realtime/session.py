@@ -97,7 +97,7 @@ class Resume:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SessionLimits:
     """Replay window (events), heartbeat timing and session re-check interval (seconds) and
     the most connections one user may hold on this process (None = no bound)."""
@@ -115,6 +115,29 @@ class EventSession:
     ``check`` (optional) re-checks the device's login session every
     ``limits.session_check`` seconds.
     """
+
+    # one per open connection: slots keep it to its fields, without a dict per session
+    __slots__ = (
+        "_checking",
+        "_interrupted",
+        "_pump",
+        "_reading",
+        "_stopped",
+        "_subscriber",
+        "_task",
+        "_timers",
+        "_writer",
+        "check",
+        "close_code",
+        "close_reason",
+        "hub",
+        "last_offset",
+        "last_seen",
+        "limits",
+        "on_frame",
+        "user_id",
+        "websocket",
+    )
 
     def __init__(
         self,
@@ -191,7 +214,7 @@ class EventSession:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.hub.disconnect(subscriber)
-        if subscriber.overflowed.is_set():
+        if subscriber.overflowed:
             self.close_code, self.close_reason = CLOSE_TOO_SLOW, "client too slow"
         if self.close_code is not None:
             # A client that is not reading may never drain the close frame: bound the wait,
@@ -258,7 +281,7 @@ class EventSession:
         subscriber = self._subscriber
         if subscriber is None or self._stopped:
             return
-        if subscriber.overflowed.is_set():
+        if subscriber.overflowed:
             self._stop(CLOSE_TOO_SLOW, "client too slow")
         elif self._pump is None and len(subscriber):
             self._pump = asyncio.get_running_loop().create_task(self._drain(subscriber))

@@ -9,7 +9,6 @@ is too slow: the subscriber is marked ``overflowed`` and the WebSocket is closed
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import deque
 from collections.abc import Callable
@@ -70,65 +69,65 @@ class Subscriber:
 
     Ephemeral frames are only queued while the queue is under half full, and one is evicted
     to make room for a durable frame; with no ephemeral frame to evict, the subscriber
-    overflows. ``dropped`` counts the ephemeral frames lost that way.
+    overflows (``overflowed`` turns True for good). ``dropped`` counts the ephemeral frames
+    lost that way.
 
     A session may set ``sink``, which takes a frame straight to the socket when nothing is
     queued (returning False when it cannot: the frame is then queued), and ``wake``, called
     after a frame was queued or the subscriber overflowed, so that no task has to wait on an
-    idle connection.
+    idle connection. The queue itself exists only while frames wait in it: an idle device
+    costs this object and no buffer (a ``deque`` reserves a 64-slot block up front).
     """
 
-    __slots__ = ("_frames", "_ready", "dropped", "maxsize", "overflowed", "sink", "user_id", "wake")
+    __slots__ = ("_frames", "dropped", "maxsize", "overflowed", "sink", "user_id", "wake")
 
     def __init__(self, user_id: str, maxsize: int) -> None:
         self.user_id = user_id
         self.maxsize = max(2, maxsize)
-        self.overflowed = asyncio.Event()
+        self.overflowed = False
         self.dropped = 0
         self.sink: Callable[[Frame], bool] | None = None
         self.wake: Callable[[], None] | None = None
-        self._frames: deque[Frame] = deque()
-        self._ready = asyncio.Event()
+        self._frames: deque[Frame] | None = None
 
     def __len__(self) -> int:
-        return len(self._frames)
+        return len(self._frames) if self._frames is not None else 0
 
     def offer(self, frame: Frame) -> bool:
         """Queue ``frame`` if the policy allows; returns whether it was queued."""
-        if self.overflowed.is_set():
+        if self.overflowed:
             return False
-        if not self._frames and self.sink is not None and self.sink(frame):
+        frames = self._frames
+        if not frames and self.sink is not None and self.sink(frame):
             return True
-        if frame.kind == "ephemeral" and len(self._frames) >= self.maxsize // 2:
+        if frames is None:
+            frames = self._frames = deque()
+        if frame.kind == "ephemeral" and len(frames) >= self.maxsize // 2:
             self.dropped += 1
             return False
-        if frame.kind == "event" and len(self._frames) >= self.maxsize:
-            if not self._evict_ephemeral():
-                self.overflowed.set()
+        if frame.kind == "event" and len(frames) >= self.maxsize:
+            if not self._evict_ephemeral(frames):
+                self.overflowed = True
                 if self.wake is not None:
                     self.wake()
                 return False
-        self._frames.append(frame)
-        self._ready.set()
+        frames.append(frame)
         if self.wake is not None:
             self.wake()
         return True
 
-    def _evict_ephemeral(self) -> bool:
-        for index, queued in enumerate(self._frames):
+    def _evict_ephemeral(self, frames: deque[Frame]) -> bool:
+        for index, queued in enumerate(frames):
             if queued.kind == "ephemeral":
-                del self._frames[index]
+                del frames[index]
                 self.dropped += 1
                 return True
         return False
 
     def pop(self) -> Frame | None:
-        """The next queued frame, or None when the queue is empty."""
-        return self._frames.popleft() if self._frames else None
-
-    async def get(self) -> Frame:
-        """The next queued frame, waiting until there is one."""
-        while not self._frames:
-            self._ready.clear()
-            await self._ready.wait()
-        return self._frames.popleft()
+        """The next queued frame, or None when the queue is empty (then it is released)."""
+        frames = self._frames
+        if not frames:
+            self._frames = None
+            return None
+        return frames.popleft()

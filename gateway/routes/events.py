@@ -64,6 +64,20 @@ def origin_allowed(origin: str | None, public_url: str, allowed: list[str]) -> b
     return origin.lower().rstrip("/") in origins
 
 
+def _forget_handshake(scope: Any) -> None:
+    """Empty what only the handshake needed in an authenticated socket's ASGI scope: its
+    request headers and offered subprotocols (the latter hold the bearer token). The scope
+    lives as long as the connection, and nothing reads these after authentication.
+
+    Emptied in place: Starlette's ``websocket.headers`` (which FastAPI reads while solving the
+    route's dependencies) shares the scope's header list.
+    """
+    for key in ("headers", "subprotocols"):
+        values = scope.get(key)
+        if isinstance(values, list):
+            values.clear()
+
+
 class MalformedResume(ValueError):
     """A resume position whose ``offset`` is not a non-negative integer (closes with 1003)."""
 
@@ -163,6 +177,7 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
     if result is None:
         return
     auth, resume = result
+    _forget_handshake(websocket.scope)
     limits = SessionLimits(
         replay_window=settings.ws_replay_window,
         ping_interval=settings.ws_ping_interval_seconds,

@@ -282,10 +282,10 @@ def test_slow_subscriber_drops_ephemeral_frames_first_then_overflows() -> None:
     assert subscriber.offer(event_frame("message.created", 3, "{}"))
     # Full: the queued typing frame is evicted to make room for a durable event.
     assert subscriber.offer(event_frame("message.created", 4, "{}"))
-    assert subscriber.dropped == 2 and not subscriber.overflowed.is_set()
+    assert subscriber.dropped == 2 and not subscriber.overflowed
     assert subscriber.offer(control_frame("pong"))  # control frames are never dropped
     assert not subscriber.offer(event_frame("message.created", 5, "{}"))
-    assert subscriber.overflowed.is_set()
+    assert subscriber.overflowed
 
 
 async def test_presence_on_first_device_and_last_device(instance: Instance) -> None:
