@@ -30,11 +30,11 @@ import asyncpg
 
 from a2a.confer import ConferConversation
 from did.errors import InvalidDIDError
-from did.web import did_host
 from gateway.db import Transaction
 from gateway.ids import is_ulid
 from gateway.realtime.hub import EventHub
 from gateway.services import groups, unread
+from gateway.services.did_budget import host_of
 from gateway.services.participants import local_user_ids
 from gateway.store import groups as groups_store
 from gateway.store import messages as messages_store
@@ -114,7 +114,6 @@ async def place_answered(
 def _is_host_of(destination: str, instance_did: str) -> bool:
     """True when ``destination`` (an outbox row's ``host[:port]``) is ``instance_did``'s."""
     try:
-        host, port = did_host(instance_did)
+        return destination == host_of(instance_did)
     except InvalidDIDError:
         return False
-    return destination == (host if port is None else f"{host}:{port}")

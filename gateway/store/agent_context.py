@@ -6,6 +6,8 @@ from typing import Any
 
 import asyncpg
 
+from gateway.store.messages import placed
+
 
 async def get_own_agent_id(
     conn: asyncpg.Connection, *, conversation_id: str, user_id: str
@@ -31,7 +33,7 @@ async def list_history(conn: asyncpg.Connection, *, conversation_id: str) -> lis
     """Visible, non-compacted messages oldest first (context-tables spec, step 6; in a group
     replica, in the home's order), with sender names."""
     records = await conn.fetch(
-        """SELECT m.id, m.sender_type, m.sender_id, m.content_type, m.content, m.created_at,
+        f"""SELECT m.id, m.sender_type, m.sender_id, m.content_type, m.content, m.created_at,
                   COALESCE(u.display_name, u.username, a.name, pa.name, m.sender_did) AS sender
            FROM messages m
            LEFT JOIN users u ON m.sender_type = 'user' AND u.id = m.sender_id
@@ -39,8 +41,7 @@ async def list_history(conn: asyncpg.Connection, *, conversation_id: str) -> lis
            LEFT JOIN peer_agents pa ON m.sender_type = 'peer_agent' AND pa.id = m.sender_id
            WHERE m.conversation_id = $1 AND m.deleted_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM message_compactions c WHERE c.message_id = m.id)
-           ORDER BY COALESCE(
-             (SELECT p.position FROM message_positions p WHERE p.message_id = m.id), m.id)""",
+           ORDER BY {placed("m.id")}, m.id""",
         conversation_id,
     )
     return [dict(r) for r in records]

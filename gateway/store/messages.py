@@ -15,24 +15,26 @@ COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_ty
               translation_json, via, created_at"""
 
 
-PLACED_COLUMNS = (
-    COLUMNS
-    + """,
-              COALESCE((SELECT p.position FROM message_positions p
-                        WHERE p.message_id = messages.id), messages.id) AS position"""
-)
-"""``COLUMNS`` and the message's ``position`` (its place in a group replica's order, else its
-id), for a query over ``messages`` unaliased."""
+def placed(message_id: str) -> str:
+    """SQL for the ``position`` of the message whose id is the SQL expression
+    ``message_id``: its place in a group replica's order (``message_positions``), else its
+    id."""
+    return (
+        f"COALESCE((SELECT mp.position FROM message_positions mp"
+        f" WHERE mp.message_id = {message_id}), {message_id})"
+    )
+
+
+PLACED_COLUMNS = f"{COLUMNS}, {placed('messages.id')} AS position"
+"""``COLUMNS`` and the message's ``position`` (:func:`placed`), for a query over ``messages``
+unaliased."""
 
 
 def position_of(message_id: str) -> str:
     """SQL for the ``(position, id)`` of the message whose id is the SQL expression
-    ``message_id``: its place in its conversation's order (a group replica's position, else
-    its id), the id breaking ties. Compare two with ``<`` / ``>`` (row comparison)."""
-    return (
-        f"(COALESCE((SELECT mp.position FROM message_positions mp"
-        f" WHERE mp.message_id = {message_id}), {message_id}), {message_id})"
-    )
+    ``message_id`` (:func:`placed`), the id breaking ties. Compare two with ``<`` / ``>``
+    (row comparison)."""
+    return f"({placed(message_id)}, {message_id})"
 
 
 def after_read(message_id: str, read_id: str, conversation_id: str) -> str:

@@ -120,27 +120,34 @@ def classify(status: int, body: bytes | None) -> tuple[str, str]:
 
     ``body`` is the answer's body, or None when it exceeded :data:`ANSWER_MAX_BYTES`.
     """
+    outcome, reason, _ = _classified(status, body)
+    return outcome, reason
+
+
+def _classified(status: int, body: bytes | None) -> tuple[str, str, dict[str, Any] | None]:
+    """:func:`classify`, and the JSON-RPC response it read (a 2xx answer that is a JSON
+    object), so the caller reads its ``result`` without parsing the body again."""
     if 200 <= status < 300:
         return _classify_success(status, body)
     if status in (401, 408, 429) or status >= 500:
-        return "retry", f"HTTP {status}"
+        return "retry", f"HTTP {status}", None
     if 300 <= status < 400:
-        return "failed", f"HTTP {status}: redirects are not followed"
-    return "failed", f"HTTP {status}: {_excerpt(body)}"
+        return "failed", f"HTTP {status}: redirects are not followed", None
+    return "failed", f"HTTP {status}: {_excerpt(body)}", None
 
 
-def _classify_success(status: int, body: bytes | None) -> tuple[str, str]:
+def _classify_success(status: int, body: bytes | None) -> tuple[str, str, dict[str, Any] | None]:
     if body is None:
-        return "failed", f"HTTP {status} with an answer over {ANSWER_MAX_BYTES} bytes"
+        return "failed", f"HTTP {status} with an answer over {ANSWER_MAX_BYTES} bytes", None
     try:
         answer = parse_json_object(body, "the answer")
     except DIDResolutionError as exc:  # not UTF-8, not JSON, not an object, too deep
-        return "failed", f"HTTP {status}: {exc.detail}"
+        return "failed", f"HTTP {status}: {exc.detail}", None
     if "result" in answer:
-        return "delivered", f"HTTP {status}"
+        return "delivered", f"HTTP {status}", answer
     if "error" in answer:
-        return "failed", f"JSON-RPC error: {json.dumps(answer['error'])[:300]}"
-    return "failed", f"HTTP {status}: a JSON object with neither result nor error"
+        return "failed", f"JSON-RPC error: {json.dumps(answer['error'])[:300]}", answer
+    return "failed", f"HTTP {status}: a JSON object with neither result nor error", answer
 
 
 def _excerpt(body: bytes | None) -> str:
@@ -369,8 +376,8 @@ class DeliveryWorker(DrainingWorker):
             return answer[0], str(answer[1]), None, None
         response, content = answer
         assert isinstance(response, httpx.Response)
-        outcome, reason = classify(response.status_code, content)
-        position = _position(json_or_none(content)) if outcome == "delivered" else None
+        outcome, reason, parsed = _classified(response.status_code, content)
+        position = _position(parsed) if outcome == "delivered" else None
         return outcome, reason, _retry_after(response.headers), position
 
     async def _post_batch(
