@@ -110,7 +110,7 @@ async def put_llm_key(
     provider: str, data: LLMKeyPut, current: Current, request: Request, state: State
 ) -> LLMKeyPublic:
     """Store (or replace) the API key for a catalog provider, AES-256-GCM encrypted."""
-    return await llm_keys.set_llm_key(
+    stored = await llm_keys.set_llm_key(
         state.pool,
         state.keyring,
         state.clock,
@@ -120,6 +120,9 @@ async def put_llm_key(
         ip=client_ip(request),
         extra_providers=state.settings.llm_providers,
     )
+    # the user row changed: this process's next request reads it anew (others by NOTIFY)
+    state.accounts.session_cache.forget_user(current.user.id)
+    return stored
 
 
 @router.delete(
@@ -135,6 +138,7 @@ async def delete_llm_key(
     await llm_keys.delete_llm_key(
         state.pool, state.clock, user_id=current.user.id, provider=provider, ip=client_ip(request)
     )
+    state.accounts.session_cache.forget_user(current.user.id)  # as after a PUT
     return Response(status_code=204)
 
 
