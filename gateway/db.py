@@ -100,12 +100,72 @@ class _Acquire:
         return self._acquire().__await__()
 
 
+class _Notices:
+    """What the triggers tell the connection that ran their statement (``RAISE NOTICE``),
+    routed to this process's handlers: ``message`` → handler of the notice's ``DETAIL``.
+
+    A handler is called when the notice arrives (before the statement's result) and once more
+    when the connection goes back to the pool, its transaction over: a reader that ran between
+    the two saw the state from before the commit and may have cached it. Connections are the
+    pool's proxies, as asyncpg passes them to listeners.
+    """
+
+    __slots__ = ("_heard", "handlers")
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Callable[[str], None]] = {}
+        self._heard: dict[int, list[tuple[Callable[[str], None], str]]] = {}
+
+    def heard(self, conn: asyncpg.Connection, notice: Any) -> None:
+        """asyncpg's log listener: ``notice`` is a ``PostgresLogMessage``."""
+        handler = self.handlers.get(getattr(notice, "message", ""))
+        detail = getattr(notice, "detail", None)
+        if handler is None or not detail:
+            return
+        handler(detail)
+        self._heard.setdefault(id(conn), []).append((handler, detail))
+
+    async def setup(self, conn: asyncpg.Connection) -> None:
+        """Pool ``setup``: asyncpg drops a connection's log listeners at every release."""
+        if self.handlers:
+            conn.add_log_listener(self.heard)
+
+    def released(self, conn: asyncpg.Connection) -> None:
+        """``conn`` goes back to the pool: stop listening (asyncpg warns of a listener left
+        behind) and call the handlers of what it heard again."""
+        conn.remove_log_listener(self.heard)
+        for handler, detail in self._heard.pop(id(conn), ()):
+            handler(detail)
+
+
 class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg ships no type information
-    """asyncpg's pool with a bounded wait for a connection and direct connections for
-    ``LISTEN``. Build one with :func:`create_pool`."""
+    """asyncpg's pool with a bounded wait for a connection, direct connections for
+    ``LISTEN``, and the notices of Confer's triggers routed to handlers (:meth:`on_notice`).
+    Build one with :func:`create_pool`."""
 
     acquire_timeout: float | None = None
     _direct: tuple[str, dict[str, str]] = ("", {})
+    _notices: _Notices
+
+    def on_notice(self, message: str, handler: Callable[[str], None] | None) -> None:
+        """Call ``handler(detail)`` whenever a statement on one of this pool's connections
+        raises a notice whose message is ``message`` (migration 0028's session triggers:
+        ``confer_sessions``, detail the user's id): at once, and again once the connection's
+        transaction is over. ``None`` removes the handler."""
+        if handler is None:
+            self._notices.handlers.pop(message, None)
+        else:
+            self._notices.handlers[message] = handler
+
+    async def release(
+        self,
+        connection: asyncpg.Connection,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (asyncpg's signature)
+    ) -> None:
+        """asyncpg's release, after passing on what the connection heard (:meth:`on_notice`)."""
+        self._notices.released(connection)
+        await super().release(connection, timeout=timeout)
 
     def acquire(self, *, timeout: float | None = None) -> _Acquire:
         """A pool connection (``async with`` or ``await``), waiting at most ``timeout``
@@ -160,6 +220,7 @@ async def create_pool(
     Raises asyncpg's ``OSError``/``PostgresError`` subclasses when the server is unreachable.
     """
     server_settings = {}
+    notices = _Notices()
     if statement_timeout > 0:
         server_settings["statement_timeout"] = str(max(1, round(statement_timeout * 1000)))
     pool = Pool(
@@ -169,6 +230,7 @@ async def create_pool(
         max_queries=50000,
         max_inactive_connection_lifetime=300.0,
         init=_init_connection,
+        setup=notices.setup,
         reset=_reset_connection,
         loop=None,
         connection_class=asyncpg.Connection,
@@ -177,6 +239,7 @@ async def create_pool(
         statement_cache_size=statement_cache_size,
     )
     pool.acquire_timeout = acquire_timeout
+    pool._notices = notices
     pool._direct = (direct_url or url, server_settings)
     await pool
     return pool

@@ -120,8 +120,6 @@ async def put_llm_key(
         ip=client_ip(request),
         extra_providers=state.settings.llm_providers,
     )
-    # the user row changed: this process's next request reads it anew (others by NOTIFY)
-    state.accounts.session_cache.forget_user(current.user.id)
     return stored
 
 
@@ -138,7 +136,6 @@ async def delete_llm_key(
     await llm_keys.delete_llm_key(
         state.pool, state.clock, user_id=current.user.id, provider=provider, ip=client_ip(request)
     )
-    state.accounts.session_cache.forget_user(current.user.id)  # as after a PUT
     return Response(status_code=204)
 
 

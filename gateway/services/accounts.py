@@ -312,7 +312,6 @@ class Accounts:
                 details={"session_id": auth.session_id},
                 ip_address=ip,
             )
-        self.session_cache.forget_user(auth.user.id)  # at once here; elsewhere by NOTIFY
 
     async def change_password(
         self, auth: Authenticated, current: str, new: str, *, ip: str | None
@@ -338,7 +337,6 @@ class Accounts:
                 details={"sessions_revoked": ended},
                 ip_address=ip,
             )
-        self.session_cache.forget_user(auth.user.id)
         return ended
 
     async def bootstrap_admins(self) -> int:

@@ -98,7 +98,6 @@ async def update_profile(
             ip_address=ip,
         )
         public = await user_public(conn, user)
-    accounts.session_cache.forget_user(user.id)  # this process's next request reads it anew
     return public
 
 
@@ -124,4 +123,3 @@ async def delete_account(
             details={"sessions_revoked": ended},
             ip_address=ip,
         )
-    accounts.session_cache.forget_user(auth.user.id)

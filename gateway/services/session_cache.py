@@ -10,9 +10,13 @@ user row changes, or the account is disabled or enabled — from any process or 
 :func:`run_session_listener` drops that user's entries when it arrives.
 
 The window: a session revoked anywhere is refused by every process once the notification
-reached it (delivered at commit, milliseconds on one host); what ends a session in this
-process (:class:`gateway.services.accounts.Accounts` logout, password change) also drops the
-entries at once. Should the listening connection fail, the cache empties and stays off until
+reached it (delivered at commit, milliseconds on one host). In the process that made the
+change there is no window: the same triggers raise a notice on the connection that ran the
+statement (migration 0028), which :meth:`gateway.db.Pool.on_notice` hands to
+:meth:`SessionCache.forget_user` before the statement's result and again once the transaction
+is over — so whichever code path ends a session or changes a user (logout, a password reset
+by an admin, a disabled account), the user's next request, answered by this process, reads
+the database anew. Should the listening connection fail, the cache empties and stays off until
 it listens again, so the window never exceeds ``seconds`` even then. A session's own expiry
 is honoured up to ``seconds`` late; ``last_active_at`` is still recorded on a miss, which
 comes at least every ``seconds``, so its once-a-minute resolution holds.
@@ -105,6 +109,7 @@ async def run_session_listener(pool: Pool, cache: SessionCache, *, check_seconds
         lost.set()
 
     listener = await pool.connect_direct()
+    pool.on_notice(CHANNEL, cache.forget_user)
     try:
         listener.add_termination_listener(closed)
         await listener.add_listener(CHANNEL, changed)
@@ -117,5 +122,6 @@ async def run_session_listener(pool: Pool, cache: SessionCache, *, check_seconds
         raise ConnectionError("the session listener's connection closed")
     finally:
         cache.listening(False)
+        pool.on_notice(CHANNEL, None)
         with contextlib.suppress(Exception):
             await listener.close()

@@ -11,7 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.services.session_cache import SessionCache
+from gateway.db import create_pool
+from gateway.services.session_cache import CHANNEL, SessionCache
 from models import User as UserRow
 from tests.gateway.harness import (
     NATS_URL,
@@ -95,6 +96,55 @@ async def test_a_session_ended_by_sql_is_refused_once_notified(
     finally:
         await conn.close()
     await _refused_within(instance.client, alice.token, seconds=10)
+
+
+async def test_the_changing_connection_forgets_before_its_statement_returns(
+    instance: Instance, database_url: str
+) -> None:
+    """No listener here: only the trigger's notice to the connection that ran the statement
+    can make the cache forget, at the statement and again when its transaction is over."""
+    alice = await instance.register("alice")
+    user = UserRow.model_construct(id=alice.profile["id"], username="alice")
+    cache = SessionCache(LONG)
+    cache.listening(True)
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    pool.on_notice(CHANNEL, cache.forget_user)
+    try:
+        cache.put("s1", user, mark=cache.mark())
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM sessions WHERE user_id = $1", user.id)
+            assert cache.get("s1", user.id) is None  # told before the statement's result
+            # a reader that ran meanwhile saw the session still live (not committed yet)
+            cache.put("s1", user, mark=cache.mark())
+            assert cache.get("s1", user.id) == user
+        assert cache.get("s1", user.id) is None  # told again once the transaction was over
+        cache.put("s2", user, mark=cache.mark())
+        async with pool.acquire() as conn:  # a statement that changes nobody tells nothing
+            await conn.execute("UPDATE sessions SET last_active_at = now() WHERE false")
+        assert cache.get("s2", user.id) == user
+        pool.on_notice(CHANNEL, None)
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE users SET display_name = 'A' WHERE id = $1", user.id)
+        assert cache.get("s2", user.id) == user  # no handler, nothing routed
+    finally:
+        await pool.close()
+
+
+async def test_an_admin_password_reset_is_refused_at_once_on_the_same_process(
+    database_url: str,
+) -> None:
+    async with run_instance(
+        database_url, auth_cache_seconds=LONG, admin_usernames="root"
+    ) as running:
+        await _until_listening(running)
+        root = await running.register("root")
+        for name in ("bob", "carol", "dave"):  # each the CI race's shape: set, then ask at once
+            user = await running.register(name)
+            assert (await user.request("GET", "/v1/me")).status_code == 200
+            target = f"/v1/admin/users/{user.profile['id']}/password"
+            done = await root.request("PUT", target, json={"password": "a fresh password 1"})
+            assert done.status_code == 200, done.text
+            assert (await user.request("GET", "/v1/me")).status_code == 401
 
 
 async def test_a_read_that_raced_a_revocation_is_not_remembered() -> None:
