@@ -83,17 +83,20 @@ class MalformedResume(ValueError):
 
 
 def _resume_from(values: Any, *, query: bool = False) -> Resume | None:
-    """A Resume from a mapping with ``epoch`` and ``offset``; None when either is absent.
+    """A Resume from a mapping with ``epoch`` and ``offset``; None when both are absent.
 
     ``offset`` must be a non-negative integer: a JSON integer in the ``auth`` frame or a string
-    of decimal digits in the query (``query``). Anything else (``"5"`` in the frame, ``-5``,
-    ``"abc"``, ``1.5``, ``1e400``,
-    ``-Infinity``, ``true``) raises MalformedResume: resuming from a position the client cannot
-    have been given is a protocol error, not a fresh start (docs/websocket.md, "Resuming").
+    of decimal digits in the query (``query``), and ``epoch`` a non-empty string. Anything
+    else (``"5"`` in the frame, ``-5``, ``"abc"``, ``1.5``, ``1e400``, ``-Infinity``, ``true``,
+    one of the two without the other) raises MalformedResume: resuming from a position the
+    client cannot have been given is a protocol error, not a fresh start (docs/websocket.md,
+    "Resuming").
     """
     epoch, offset = values.get("epoch"), values.get("offset")
-    if not isinstance(epoch, str) or not epoch or offset is None:
+    if epoch is None and offset is None:
         return None
+    if not isinstance(epoch, str) or not epoch or offset is None:
+        raise MalformedResume("a resume position needs both epoch and offset")
     if isinstance(offset, int) and not isinstance(offset, bool):
         number = offset
     elif query and isinstance(offset, str) and offset.isascii() and offset.isdigit():

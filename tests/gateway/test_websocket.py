@@ -336,6 +336,29 @@ async def test_a_malformed_resume_offset_in_the_query_closes_with_1003(
     assert ws.close_code == 1003
 
 
+@pytest.mark.parametrize("position", ["?offset=3", "?epoch=&offset=3", "?epoch={epoch}"])
+async def test_half_a_resume_position_in_the_query_closes_with_1003(
+    instance: Instance, position: str
+) -> None:
+    bob = await instance.register("bob")
+    head = await instance.state.hub.head(bob.profile["id"])
+    ws = await _connect(bob, position.format(epoch=head.epoch))
+    with pytest.raises(websockets.ConnectionClosed):
+        await _frame(ws)
+    assert ws.close_code == 1003
+
+
+async def test_an_offset_without_epoch_in_the_auth_frame_closes_with_1003(
+    instance: Instance,
+) -> None:
+    bob = await instance.register("bob")
+    async with websockets.connect(instance.ws_url, subprotocols=["confer.v1"]) as ws:  # type: ignore[list-item]
+        await ws.send(json.dumps({"type": "auth", "token": bob.token, "offset": 3}))
+        with pytest.raises(websockets.ConnectionClosed):
+            await _frame(ws)
+        assert ws.close_code == 1003
+
+
 async def test_a_binary_frame_closes_with_1003(instance: Instance) -> None:
     bob = await instance.register("bob")
     ws = await _connect(bob)
