@@ -19,7 +19,8 @@ A2A 1.0 leaves ``Message.metadata`` (and ``Task.metadata``) to extensions (A2A �
                                  "members": ["did:web:a.example:users:alice", "…"]},
                 "file": {"sizeBytes": 10, "sha256": "<64 hex digits>"},
                 "membership": {"event": "kick", "member": "did:web:c.example:users:carol",
-                               "by": "did:web:a.example:users:alice"}}}
+                               "by": "did:web:a.example:users:alice"},
+                "history": {"remaining": 0, "through": "01J…"}}}
 
 A message's content rides in its parts (:func:`message_parts`, read back with
 :func:`read_parts`): ``content`` as one text part, ``content_json`` as one data part
@@ -134,6 +135,19 @@ class ConferConversation(BaseModel):
     version: StrictInt | None = Field(default=None, ge=0)
 
 
+class ConferHistory(BaseModel):
+    """``confer.history``: the message is part of a group's history, which the group's home
+    sends an instance when one of its users or agents joins (the home's id of the message is
+    its ``messageId``, so its position). ``remaining`` is how many history messages of the
+    same backfill follow this one (0 on the last): the receiver tells its members once, when
+    the last one arrives. ``through`` is the home's id of the group's latest message when
+    the member joined: everything up to it is history, read for the joining members."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    remaining: StrictInt = Field(default=0, ge=0)
+    through: StrictStr | None = None
+
+
 class ConferMembership(BaseModel):
     """``confer.membership``: a membership change of a group.
 
@@ -192,6 +206,8 @@ class ConferMetadata(BaseModel):
     - ``membership``: a group membership event or request (:class:`ConferMembership`).
     - ``typing`` / ``presence``: an ephemeral signal — the sender is typing, or came
       ``online`` / went ``offline``; nothing is stored.
+    - ``history``: a group message its home sends as history to an instance a member joined
+      from (:class:`ConferHistory`): stored in the replica without notifying anyone.
 
     Build one with keyword arguments to send; read a peer's with :meth:`of`.
     """
@@ -221,6 +237,7 @@ class ConferMetadata(BaseModel):
     membership: ConferMembership | None = None
     typing: StrictBool | None = None
     presence: StrictStr | None = None
+    history: ConferHistory | None = None
 
     # Members that were present in the peer's metadata but did not fit their type.
     _malformed: frozenset[str] = PrivateAttr(default_factory=frozenset)

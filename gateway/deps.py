@@ -40,6 +40,7 @@ def group_deps(state: AppState) -> GroupDeps:
         state.peers,
         state.home_link,
         state.settings.max_group_members,
+        state.settings.group_backfill_messages,
     )
 
 

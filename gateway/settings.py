@@ -163,6 +163,14 @@ class Settings(BaseSettings):
         ge=2,
         description="Most participants a group may have, its creator included (422 beyond).",
     )
+    group_backfill_messages: int = Field(
+        default=200,
+        ge=0,
+        le=10_000,
+        description="How many of a group's latest messages its home sends, as history, to an "
+        "instance one of whose users or agents joins (what that instance lacks of them); "
+        "0 sends none.",
+    )
 
     signature_window_seconds: int = Field(default=60, gt=0)
     signature_max_age_seconds: int = Field(default=300, gt=0)

@@ -116,6 +116,7 @@ def _context(
         message_requests_default=state.settings.message_requests_default,
         peers=state.peers,
         max_group_members=state.settings.max_group_members,
+        group_backfill_messages=state.settings.group_backfill_messages,
         typing_interval_seconds=state.settings.typing_interval_seconds,
         push=PushRules(
             max_configs=state.settings.a2a_push_max_configs_per_task,

@@ -55,6 +55,7 @@ from gateway.services import (
     federated_receipts,
     federation,
     group_events,
+    group_history,
     group_receipts,
     groups,
     signals,
@@ -84,7 +85,9 @@ class RpcContext:
     ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
     peer's delete removes them). ``peers`` resolves the remote members a group message names
     (None: only members already known join a replica); ``max_group_members`` bounds a group
-    a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``); a peer's typing in one
+    a membership request may grow (``CONFER_MAX_GROUP_MEMBERS``) and
+    ``group_backfill_messages`` the history a join it asks for sends
+    (``CONFER_GROUP_BACKFILL_MESSAGES``); a peer's typing in one
     conversation reaches its users at most once per ``typing_interval_seconds``; ``push``
     bounds webhook configs. ``batch`` is the transaction the calls of one JSON-RPC batch share
     (:func:`joins_batch`); None for a single call.
@@ -105,6 +108,7 @@ class RpcContext:
     message_requests_default: bool = True
     peers: PeerDirectory | None = None
     max_group_members: int = 256
+    group_backfill_messages: int = 0
     typing_interval_seconds: float = 3.0
     push: PushRules = field(default_factory=PushRules)
     batch: SharedTransaction | None = None
@@ -326,8 +330,9 @@ _PUSH_CONFIG_FIELDS = frozenset({"taskPushNotificationConfig", "pushNotification
 
 async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
     """``SendMessage`` → ``{"task": Task}`` (the first answer again for a retried messageId);
-    a peer's edit or delete of an earlier message, its read receipt, or a group membership
-    event or request (:mod:`gateway.services.group_events`) → ``{"message": Message}``."""
+    a peer's edit or delete of an earlier message, its read receipt, a group membership
+    event or request (:mod:`gateway.services.group_events`) or a group's history from its
+    home (:mod:`gateway.services.group_history`) → ``{"message": Message}``."""
     params = _params(SendMessageParams, raw)
     shared = ctx.batch if joins_batch(ctx, params) else None
     if ctx.batch is not None and shared is None:
@@ -349,7 +354,15 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         await federation.check_sender(ctx.caller, params, pool=ctx.pool, ip=ctx.ip)
         if "membership" in confer.malformed or ctx.peers is None:
             raise InvalidParamsError("Invalid params: message.metadata.confer.membership")
-        deps = GroupDeps(ctx.pool, ctx.hub, ctx.identity, ctx.peers, None, ctx.max_group_members)
+        deps = GroupDeps(
+            ctx.pool,
+            ctx.hub,
+            ctx.identity,
+            ctx.peers,
+            None,
+            ctx.max_group_members,
+            ctx.group_backfill_messages,
+        )
         return await group_events.receive(deps, ctx.caller, params, ctx.ip)
     if confer.read is not None or "read" in confer.malformed:
         if not group_receipts.relayed_by_home(ctx.caller, params, ctx.identity.did):
@@ -361,6 +374,8 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         return await federated_receipts.apply_receipt(
             ctx.caller, recipient, params, pool=ctx.pool, hub=ctx.hub
         )
+    if confer.history is not None:
+        return await _history(ctx, params)
     change = confer.change()
     if change is None:
         config = _push_config(ctx, params)
@@ -395,6 +410,20 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
         storage=ctx.storage,
         content_json=content_json,
     )
+
+
+async def _history(ctx: RpcContext, params: SendMessageParams) -> dict[str, Any]:
+    """A group's history from its home, signed by the home for each message's author
+    (:mod:`gateway.services.group_history`); InvalidParamsError when it names no author of
+    another instance."""
+    author = await _author(ctx, params)  # never one of our own users
+    if author is ctx.caller:
+        raise InvalidParamsError("Invalid params: a history message names its author")
+    await federation.check_sender(author, params, pool=ctx.pool, ip=ctx.ip)
+    deps = group_history.HistoryDeps(
+        ctx.pool, ctx.hub, ctx.identity, ctx.clock, ctx.max_message_chars
+    )
+    return await group_history.receive(deps, ctx.caller, author, params, ctx.ip)
 
 
 ANSWER_WAIT_SECONDS = 120.0

@@ -10,7 +10,8 @@ transaction that stored it (so the delivery is queued exactly when the change co
   replica to the home only; from the home to every other member instance, a remote author's
   message relayed signed by our instance), naming that instance's members in
   ``metadata.confer.recipients``;
-- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to;
+- a :class:`Change` — an edit or a delete — follows the original to the peers it was sent to
+  (signed as the original was: by our instance for its author, as a group's history is);
 - a :class:`Receipt` — a local member read a conversation — goes to each peer whose messages
   the read reached, naming (by the peer's own id) its latest message read; in a group, where
   the group's messages go instead (:func:`gateway.services.group_receipts.queue_receipt`);
@@ -153,6 +154,8 @@ class _Destination:
     remote_id: str | None = None
     # a group message's: every member of the destination instance it is for
     recipients: tuple[str, ...] = ()
+    # a change's: the author the original named, when our instance signed it for them
+    author: str | None = None
 
 
 Item = Post | Change | Receipt | Membership
@@ -252,7 +255,13 @@ async def _destinations(
     if isinstance(item, Change):
         targets = await changes_store.delivery_targets(conn, message_id=item.message_id)
         return [
-            _Destination(t["peer_id"], t["endpoint"], t["sender_did"], t["recipient"])
+            _Destination(
+                t["peer_id"],
+                t["endpoint"],
+                t["sender_did"],
+                t["recipient"],
+                author=t["author"] if t["author"] != t["sender_did"] else None,
+            )
             for t in targets
         ]
     sender = item.message.sender_did
@@ -324,15 +333,20 @@ async def _params(
     if isinstance(item, Change):
         change = ConferChange(messageId=item.message_id, version=item.version)
         edited = item.version is not None
+        group = item.group
+        if item.author is None and d.author is not None:
+            # the original went signed by our instance for its author (a group's history):
+            # its change goes the same way, as a group's home relays it
+            group = ConferConversation(id=item.conversation_id, home=d.sender_did)
         return send_message_params(
             message_id=new_id(),  # a change is a message of its own; the original is named
             context_id=item.conversation_id,
             text=item.text,
             parts=message_parts(item.text, item.content_json) if edited else None,
             confer=ConferMetadata(
-                sender=item.author or d.sender_did,
+                sender=item.author or d.author or d.sender_did,
                 recipient=d.recipient,
-                conversation=item.group,
+                conversation=group,
                 edit=change if edited else None,
                 delete=None if edited else change,
             ),

@@ -37,7 +37,7 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub
-from gateway.services import groups, outbound
+from gateway.services import group_backfill, groups, outbound
 from gateway.services.conversations import (
     check_agent_reachable,
     conversation_public,
@@ -48,6 +48,7 @@ from gateway.services.group_home import HomeLink
 from gateway.services.identity import Identity
 from gateway.services.peers import PeerDirectory
 from gateway.store import conversations as conv_store
+from gateway.store import group_history as history_store
 from gateway.store import groups as groups_store
 from gateway.store import peers as peers_store
 from gateway.store.groups import ReplicaRow
@@ -69,8 +70,9 @@ PARTICIPANT_CHANGED = "participant.changed"
 class GroupDeps:
     """What group changes use: the pool, the event hub, our identity (its DID signs our
     groups' membership events), the peer directory (resolves added DIDs), the link to other
-    instances' groups (None: a replica's changes are refused as unreachable) and the member
-    cap ``CONFER_MAX_GROUP_MEMBERS``."""
+    instances' groups (None: a replica's changes are refused as unreachable), the member
+    cap ``CONFER_MAX_GROUP_MEMBERS`` and how much history a joining member's instance gets
+    (``CONFER_GROUP_BACKFILL_MESSAGES``, :mod:`gateway.services.group_backfill`)."""
 
     pool: asyncpg.Pool
     hub: EventHub
@@ -78,6 +80,7 @@ class GroupDeps:
     peers: PeerDirectory
     home: HomeLink | None
     max_members: int
+    backfill_messages: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,13 +172,24 @@ async def _announce_home(
     conversation_id: str,
     event: ConferMembership,
     also: tuple[tuple[str, str], ...] = (),
+    backfill: int = 0,
 ) -> None:
     """Queue the membership event of our group ``conversation_id`` for its member instances
-    (and, ``also``, a removed member's); nothing for a replica (its home announces)."""
+    (and, ``also``, a removed member's); nothing for a replica (its home announces). A
+    ``join`` queues, behind it, up to ``backfill`` messages of history for the joining
+    member's instance (:mod:`gateway.services.group_backfill`)."""
     if await groups_store.get_replica(tx.conn, conversation_id=conversation_id) is not None:
         return
     membership = outbound.Membership(conversation_id, identity.did, event, also)
     await outbound.queue_for_peers(tx.conn, membership)
+    if event.event == "join" and event.member is not None:
+        await group_backfill.queue_backfill(
+            tx.conn,
+            conversation_id=conversation_id,
+            home=identity.did,
+            members=(event.member,),
+            limit=backfill,
+        )
 
 
 async def _announce_conversation(
@@ -330,9 +344,13 @@ async def add_member(
         row = await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=ref, role=data.role
         )
+        # the history is not unread for a new member (docs/federation.md, "History for …")
+        await history_store.start_read(conn, participant_id=row.id, conversation_id=conversation_id)
         await _announce(tx, deps.hub, conversation_id, "added", _participant_json(row, data.did))
         event = ConferMembership(event="join", member=data.did, role=data.role, by=actor.did)
-        await _announce_home(tx, deps.identity, conversation_id, event)
+        await _announce_home(
+            tx, deps.identity, conversation_id, event, backfill=deps.backfill_messages
+        )
         public = await conversation_public(conn, conversation, viewer=actor.user)
     return public
 

@@ -9,11 +9,14 @@ async def delivery_targets(conn: asyncpg.Connection, *, message_id: str) -> list
     """One row per peer the message itself was (or is being) sent to, not failed for good.
 
     Columns: ``destination``, ``endpoint``, ``peer_id``, ``sender_did``, ``recipient`` (the
-    recipient DID the original delivery named). Rows of later edits/deletes are ignored.
+    recipient DID the original delivery named) and ``author`` (the ``sender`` it named: not
+    its signer when a group's home sent it for its author). Rows of later edits/deletes are
+    ignored.
     """
     records: list[asyncpg.Record] = await conn.fetch(
         """SELECT DISTINCT ON (peer_id) destination, endpoint, peer_id, sender_did,
-                  payload_json->'message'->'metadata'->'confer'->>'recipient' AS recipient
+                  payload_json->'message'->'metadata'->'confer'->>'recipient' AS recipient,
+                  payload_json->'message'->'metadata'->'confer'->>'sender' AS author
            FROM federation_outbox
            WHERE message_id = $1 AND failed_at IS NULL
              AND payload_json->'message'->>'messageId' = $1

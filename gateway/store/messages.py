@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -75,21 +76,25 @@ async def insert_message(
     citations: Any = None,
     language: str | None = None,
     translation: Any = None,
+    created_at: datetime | None = None,
 ) -> Message:
     """Insert one message; ``thread_root`` is derived from the parent when replying.
 
     ``id`` is a candidate: when the conversation already holds a message with an id not below
     it (another process in the same millisecond, a clock stepped back), the message gets the
     next id after that one instead, so ids follow commit order within a conversation.
+    ``created_at`` (default: now) is for a message written earlier elsewhere (a group's
+    history from its home).
     """
     id = await _claim_message_id(conn, conversation_id=conversation_id, candidate=id)
     record = await conn.fetchrow(
         f"""INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
                                   content_type, content, content_json, in_reply_to,
-                                  thread_root, via, citations_json, language, translation_json)
+                                  thread_root, via, citations_json, language, translation_json,
+                                  created_at)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
                     (SELECT COALESCE(m.thread_root, m.id) FROM messages m WHERE m.id = $9),
-                    $10, $11, $12, $13)
+                    $10, $11, $12, $13, COALESCE($14, NOW()))
             RETURNING {COLUMNS}""",
         id,
         conversation_id,
@@ -104,6 +109,7 @@ async def insert_message(
         citations,
         language,
         translation,
+        created_at,
     )
     assert record is not None
     return message_from_record(record)

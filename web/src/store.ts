@@ -339,6 +339,17 @@ export class Store {
           );
         break;
       }
+      case "message.history": {
+        // The group's home filled in history here (a member joined): read it again.
+        const id: string = d.conversation_id;
+        void this.api.call("GET", `/v1/conversations/${id}/messages?limit=1`).then((page) => {
+          if (page.items[0]) this.last.set(id, page.items[0]);
+          this.changed();
+        });
+        if (this.messages.has(id)) void this.loadMessages(id);
+        if (this.conversations.has(id)) void this.refreshConversation(id);
+        break;
+      }
       case "message.deleted": {
         const list = this.messages.get(d.conversation_id);
         if (list)
