@@ -356,21 +356,24 @@ class GroupCommit:
     written share one transaction.
 
     :meth:`run` starts the first work of a key at once, in a transaction of its own. Works of
-    the same key that arrive meanwhile wait, then run together, in arrival order, each in a
-    ``SAVEPOINT`` of one transaction that commits once: one ``BEGIN``/``COMMIT`` and one WAL
-    flush for the batch, and a lock the works all take (a conversation's row) taken once and
-    handed to no other transaction between them. At most ``max_batch`` works share one
-    transaction.
+    the same key that arrive meanwhile wait, then run together, in arrival order, in one
+    transaction that commits once: one ``BEGIN``/``COMMIT`` and one WAL flush for the batch,
+    and a lock the works all take (a conversation's row) taken once and handed to no other
+    transaction between them. At most ``max_batch`` works share one transaction.
 
-    What each caller sees is what it would see alone: a work that raises rolls back to its
-    savepoint (its writes and its after-commit registrations go, the others' stay) and its
-    caller gets the exception; a failed ``BEGIN``/``COMMIT`` (or no free connection) fails
-    every caller of that batch, nothing of it stored. Callers get their results only after
-    the commit and after the batch's after-commit work has run (in registration order, so in
-    arrival order). A caller cancelled before its work started is skipped; once started, its
-    work commits with the batch. Works of one key therefore run one at a time, in arrival
-    order, each exactly once; keys do not wait for each other. Works are run by a task of
-    this object, never by the caller's, so a caller that goes away cancels nobody else's work.
+    What each caller sees is what it would see alone. The works run without savepoints, as
+    nearly all succeed; when one raises, the whole transaction rolls back and the batch runs
+    again with each work in a ``SAVEPOINT``, where the failing one rolls back alone (its
+    writes and its after-commit registrations go, the others' stay) and its caller gets the
+    exception. A work must therefore be safe to run twice when the first run rolled back
+    (it only writes in ``tx`` and registers work on it). A failed ``BEGIN``/``COMMIT`` (or no
+    free connection) fails every caller of that batch, nothing of it stored. Callers get
+    their results only after the commit and after the batch's after-commit work has run (in
+    registration order, so in arrival order). A caller cancelled before its work started is
+    skipped; once started, its work commits with the batch. Works of one key therefore run one
+    at a time, in arrival order, each committed exactly once; keys do not wait for each other.
+    Works are run by a task of this object, never by the caller's, so a caller that goes away
+    cancels nobody else's work.
     """
 
     def __init__(self, max_batch: int = 32) -> None:
@@ -411,19 +414,13 @@ class GroupCommit:
     async def _commit(self, pool: asyncpg.Pool, batch: list[_Pending]) -> None:
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         try:
-            async with pool.acquire() as conn:
-                tx = Transaction(conn)
-                async with conn.transaction():
-                    if len(batch) == 1:  # alone: no savepoint, its exception rolls back
-                        outcomes.append((batch[0][1], await batch[0][0](tx), None))
-                    else:
-                        for work, future in batch:
-                            try:
-                                async with tx.savepoint():
-                                    outcomes.append((future, await work(tx), None))
-                            except Exception as exc:
-                                outcomes.append((future, None, exc))
-                    await tx.run_before_commit()
+            try:
+                tx, outcomes = await self._attempt(pool, batch, isolated=len(batch) == 1)
+            except _Isolate:
+                # A work failed with the batch unguarded: everything rolled back; run them all
+                # again, each in its savepoint, so only that one fails.
+                batch = [p for p in batch if not p[1].cancelled()]
+                tx, outcomes = await self._attempt(pool, batch, isolated=True)
         except BaseException as exc:
             for _, future in batch:
                 if future.done():
@@ -443,6 +440,39 @@ class GroupCommit:
                 future.set_exception(error)
             else:
                 future.set_result(value)
+
+    @staticmethod
+    async def _attempt(
+        pool: asyncpg.Pool, batch: list[_Pending], *, isolated: bool
+    ) -> tuple[Transaction, list[tuple[asyncio.Future[Any], Any, BaseException | None]]]:
+        """Run ``batch`` in one transaction and commit it. ``isolated``: a lone work, whose
+        exception is its own outcome, or each work in a ``SAVEPOINT``. Otherwise the works
+        run unguarded (two round trips fewer per work) and the first exception rolls the
+        whole transaction back as :class:`_Isolate`."""
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        async with pool.acquire() as conn:
+            tx = Transaction(conn)
+            async with conn.transaction():
+                if len(batch) == 1:  # alone: no savepoint, its exception rolls back
+                    outcomes.append((batch[0][1], await batch[0][0](tx), None))
+                for work, future in batch if len(batch) > 1 else ():
+                    if not isolated:
+                        try:
+                            outcomes.append((future, await work(tx), None))
+                        except Exception as exc:
+                            raise _Isolate from exc
+                        continue
+                    try:
+                        async with tx.savepoint():
+                            outcomes.append((future, await work(tx), None))
+                    except Exception as exc:
+                        outcomes.append((future, None, exc))
+                await tx.run_before_commit()
+        return tx, outcomes
+
+
+class _Isolate(Exception):
+    """A work of an unguarded batch raised; the batch runs again with savepoints."""
 
 
 class SharedTransaction:

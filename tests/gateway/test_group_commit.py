@@ -21,6 +21,7 @@ import pytest
 
 from gateway.db import GroupCommit, Transaction, create_pool, shared_transaction, transaction
 from tests.gateway.harness import run_instance
+from tests.gateway.statements import counting
 
 
 @pytest.fixture
@@ -96,6 +97,50 @@ async def test_works_queued_behind_one_share_a_transaction_and_fail_alone(pool) 
     # after-commit work of the batch ran after its commit, in arrival order; none for 3
     assert [n for n, _ in probe.after if n != 9] == [0, 1, 2, 4, 5]
     assert all(seen for _, seen in probe.after)
+
+
+async def test_a_batch_runs_without_savepoints_until_a_work_fails(pool) -> None:
+    """Savepoints cost two round trips a work: a batch runs unguarded, and only when one of
+    its works fails is everything rolled back and run again, each work in its savepoint."""
+    for failing in (None, 2):
+        commits, probe = GroupCommit(), Probe(pool)
+        runs: list[int] = []
+
+        def counted(n: int, probe: Probe = probe, runs: list[int] = runs, **kw: Any):
+            inner = probe.work(n, **kw)
+
+            async def run(tx: Transaction) -> int:
+                runs.append(n)
+                return await inner(tx)
+
+            return run
+
+        base = 100 * (1 + (failing or 0))
+        with counting(pool) as statements:
+            first = asyncio.create_task(commits.run(pool, "k", counted(base, hold=True)))
+            await asyncio.wait_for(probe.entered.wait(), 30)
+            queued = [
+                asyncio.create_task(commits.run(pool, "k", counted(base + n, fail=n == failing)))
+                for n in (1, 2, 3)
+            ]
+            await asyncio.sleep(0.05)
+            probe.gate.set()
+            await first
+            results = await asyncio.gather(*queued, return_exceptions=True)
+        savepoints = [s for s in statements if s.startswith("SAVEPOINT")]
+        stored = await rows(pool)
+        if failing is None:
+            assert results == [base + 1, base + 2, base + 3]
+            assert savepoints == [], statements
+            assert runs == [base, base + 1, base + 2, base + 3]  # each once
+        else:
+            assert results[0] == base + 1 and results[2] == base + 3
+            assert isinstance(results[1], ValueError)
+            assert base + 2 not in stored and {base + 1, base + 3} <= set(stored)
+            assert len(savepoints) == 3, statements  # the second run, one per work
+            assert runs == [base, base + 1, base + 2, base + 1, base + 2, base + 3]
+            # after-commit work only from the run that committed, none for the failing one
+            assert [n for n, _ in probe.after if n != base] == [base + 1, base + 3]
 
 
 async def test_max_batch_cancelled_callers_and_a_failed_commit(pool) -> None:
