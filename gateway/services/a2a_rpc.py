@@ -417,9 +417,9 @@ async def _history(ctx: RpcContext, params: SendMessageParams) -> dict[str, Any]
     (:mod:`gateway.services.group_history`); InvalidParamsError when it names no author of
     another instance."""
     author = await _author(ctx, params)  # never one of our own users
+    await federation.check_sender(author, params, pool=ctx.pool, ip=ctx.ip)
     if author is ctx.caller:
         raise InvalidParamsError("Invalid params: a history message names its author")
-    await federation.check_sender(author, params, pool=ctx.pool, ip=ctx.ip)
     deps = group_history.HistoryDeps(
         ctx.pool, ctx.hub, ctx.identity, ctx.clock, ctx.max_message_chars
     )
