@@ -32,7 +32,7 @@ from typing import Any
 
 import asyncpg
 
-from a2a.confer import ConferConversation, ConferMetadata
+from a2a.confer import ConferConversation, ConferHistory, ConferMetadata
 from a2a.protocol import InvalidParamsError, JSONRPCError, SendMessageParams, agent_text_message
 from gateway.clock import Clock
 from gateway.db import Transaction, transaction
@@ -192,22 +192,35 @@ async def _take(
                 file=file,
                 origin_did=home.peer.peer.did,
             )
-    last = confer.history is not None and confer.history.remaining == 0
+    await _read(deps, tx, conversation_id, readers, confer.history, held)
+    return stored
+
+
+async def _read(
+    deps: HistoryDeps,
+    tx: Transaction,
+    conversation_id: str,
+    readers: list[_Reader],
+    history: ConferHistory | None,
+    held: str,
+) -> None:
+    """Move the readers' read position forward to our message ``held`` — on the backfill's
+    last one, to our latest message up to ``through`` — and, on that last one, tell the
+    replica's local members (``message.history``)."""
+    conn = tx.conn
+    last = history is not None and history.remaining == 0
     read = held
-    if last and confer.history is not None and confer.history.through is not None:
-        read = (
-            await history_store.latest_through(
-                conn, conversation_id=conversation_id, position=confer.history.through
-            )
-            or held
+    if last and history is not None and history.through is not None:
+        through = await history_store.latest_through(
+            conn, conversation_id=conversation_id, position=history.through
         )
+        read = through or held
     for reader in readers:
         await change_store.advance_read(conn, participant_id=reader.participant_id, message_id=read)
     tx.call_after(functools.partial(unread.invalidate, deps.hub.ephemeral, conversation_id))
     if last:
         users = await local_user_ids(conn, conversation_id)
         await deps.hub.append(tx, users, MESSAGE_HISTORY, {"conversation_id": conversation_id})
-    return stored
 
 
 async def _readers(
