@@ -139,6 +139,15 @@ class EventHub:
             except Exception:  # the bus may be gone at shutdown; nothing to clean up then
                 log.warning("could not unwatch %s", user_id, exc_info=True)
 
+    def recheck(self, user_id: str) -> None:
+        """A login session of ``user_id`` ended or the user changed (a logout, a password
+        reset, a disabled account, wherever it was made): each of the user's devices here
+        holds its events and re-checks its own session at once, closing with 4001 when it
+        ended (:class:`gateway.realtime.session.EventSession`)."""
+        for subscriber in tuple(self._subscribers.get(user_id, ())):
+            if subscriber.recheck is not None:
+                subscriber.recheck()
+
     def connections(self, user_id: str) -> int:
         """How many devices of ``user_id`` are connected to this process."""
         return len(self._subscribers.get(user_id, ()))

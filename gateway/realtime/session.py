@@ -118,7 +118,9 @@ class EventSession:
 
     # one per open connection: slots keep it to its fields, without a dict per session
     __slots__ = (
+        "_asked",
         "_checking",
+        "_held",
         "_interrupted",
         "_pump",
         "_reading",
@@ -167,6 +169,8 @@ class EventSession:
         self._stopped = False
         self._reading = False
         self._interrupted = False
+        self._held = False
+        self._asked = 0
 
     async def run(self, ready: dict[str, Any], resume: Resume | None) -> None:
         """Serve the session; returns after the socket is closed or the client left."""
@@ -193,6 +197,7 @@ class EventSession:
                 await self._resume(resume, head.epoch, head.head)
             # live from here: frames queued meanwhile go first, through the pump
             subscriber.wake = self._wake
+            subscriber.recheck = self.recheck_now
             if self._writer is not None:
                 subscriber.sink = self._write_now
             self._wake()
@@ -205,7 +210,7 @@ class EventSession:
             pass
         finally:
             self._stopped = True
-            subscriber.sink = subscriber.wake = None
+            subscriber.sink = subscriber.wake = subscriber.recheck = None
             for timer in self._timers:
                 if timer is not None:
                     timer.cancel()
@@ -260,7 +265,7 @@ class EventSession:
         """``Subscriber.sink``: write a frame that is next in order straight to the socket;
         False when it has to be queued (a pump is running, a gap, the socket is not writable).
         """
-        if self._pump is not None or self._stopped or self._writer is None:
+        if self._pump is not None or self._stopped or self._held or self._writer is None:
             return False
         offset = frame.offset
         if offset is not None:
@@ -283,7 +288,7 @@ class EventSession:
             return
         if subscriber.overflowed:
             self._stop(CLOSE_TOO_SLOW, "client too slow")
-        elif self._pump is None and len(subscriber):
+        elif self._pump is None and not self._held and len(subscriber):
             self._pump = asyncio.get_running_loop().create_task(self._drain(subscriber))
 
     async def _drain(self, subscriber: Subscriber) -> None:
@@ -374,6 +379,19 @@ class EventSession:
         self._subscriber.offer(PING)
         self._timers[0] = asyncio.get_running_loop().call_later(interval, self._beat)
 
+    def recheck_now(self) -> None:
+        """``Subscriber.recheck``: the user's login sessions may have changed. Events are held
+        (queued, not written) until ``check`` has answered, so a device whose session ended
+        receives nothing more; then they flow again, or the socket closes with 4001."""
+        if self._stopped or self.check is None:
+            return
+        self._held = True
+        self._asked += 1
+        timer = self._timers[1]
+        if timer is not None:
+            timer.cancel()
+        self._recheck()
+
     def _recheck(self) -> None:
         """Session-check timer: run ``check`` in a short task, then schedule the next one."""
         if not self._stopped and self._checking is None:
@@ -381,6 +399,7 @@ class EventSession:
 
     async def _run_check(self) -> None:
         assert self.check is not None
+        asked = self._asked
         try:
             alive = await self.check()
         except Exception:
@@ -390,6 +409,13 @@ class EventSession:
             self._checking = None
         if not alive:
             self._stop(CLOSE_UNAUTHENTICATED, "session ended")
-        elif not self._stopped:
-            loop = asyncio.get_running_loop()
-            self._timers[1] = loop.call_later(self.limits.session_check, self._recheck)
+            return
+        if self._stopped:
+            return
+        if self._asked != asked:  # asked again meanwhile: this answer may predate the change
+            self._recheck()
+            return
+        self._held = False
+        self._wake()
+        loop = asyncio.get_running_loop()
+        self._timers[1] = loop.call_later(self.limits.session_check, self._recheck)

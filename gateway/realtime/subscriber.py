@@ -75,11 +75,22 @@ class Subscriber:
     A session may set ``sink``, which takes a frame straight to the socket when nothing is
     queued (returning False when it cannot: the frame is then queued), and ``wake``, called
     after a frame was queued or the subscriber overflowed, so that no task has to wait on an
-    idle connection. The queue itself exists only while frames wait in it: an idle device
-    costs this object and no buffer (a ``deque`` reserves a 64-slot block up front).
+    idle connection, and ``recheck``, called when the user's login sessions may have changed
+    (:meth:`gateway.realtime.hub.EventHub.recheck`). The queue itself exists only while
+    frames wait in it: an idle device costs this object and no buffer (a ``deque`` reserves
+    a 64-slot block up front).
     """
 
-    __slots__ = ("_frames", "dropped", "maxsize", "overflowed", "sink", "user_id", "wake")
+    __slots__ = (
+        "_frames",
+        "dropped",
+        "maxsize",
+        "overflowed",
+        "recheck",
+        "sink",
+        "user_id",
+        "wake",
+    )
 
     def __init__(self, user_id: str, maxsize: int) -> None:
         self.user_id = user_id
@@ -88,6 +99,7 @@ class Subscriber:
         self.dropped = 0
         self.sink: Callable[[Frame], bool] | None = None
         self.wake: Callable[[], None] | None = None
+        self.recheck: Callable[[], None] | None = None
         self._frames: deque[Frame] | None = None
 
     def __len__(self) -> int:

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from gateway.db import Pool
 from models import User
+
+log = logging.getLogger(__name__)
 
 CHANNEL = "confer_sessions"
 """The ``NOTIFY`` channel the triggers of migration 0025 send user ids on."""
@@ -50,6 +53,7 @@ class SessionCache:
         self._live = False
         self._changes = 0
         self._entries: dict[str, tuple[User, float]] = {}
+        self._watchers: list[Callable[[str], None]] = []
 
     @property
     def enabled(self) -> bool:
@@ -80,11 +84,23 @@ class SessionCache:
             del self._entries[next(iter(self._entries))]
         self._entries[session_id] = (user, self._clock() + self._seconds)
 
+    def watch(self, callback: Callable[[str], None]) -> None:
+        """Also call ``callback(user_id)`` whenever :meth:`forget_user` is (the open
+        WebSockets of that user re-check their sessions: :meth:`EventHub.recheck
+        <gateway.realtime.hub.EventHub.recheck>`). A callback that raises is logged."""
+        self._watchers.append(callback)
+
     def forget_user(self, user_id: str) -> None:
-        """Drop every entry of ``user_id`` (a session of theirs ended or they changed)."""
+        """Drop every entry of ``user_id`` (a session of theirs ended or they changed) and
+        tell the watchers."""
         self._changes += 1
         for session_id in [s for s, (u, _) in self._entries.items() if u.id == user_id]:
             self._entries.pop(session_id, None)
+        for callback in self._watchers:
+            try:
+                callback(user_id)
+            except Exception:
+                log.exception("a session-change watcher failed for %s", user_id)
 
     def listening(self, live: bool) -> None:
         """Entries are kept only while invalidations are heard; each change empties it."""
