@@ -183,16 +183,24 @@ async def open_sockets(url: str, tokens: list[str], *, spread: bool = False) -> 
     async def one(index: int, token: str) -> Any:
         local: dict[str, Any] = {"local_addr": (SOURCE_ADDRESSES[index % len(SOURCE_ADDRESSES)], 0)}
         async with semaphore:
-            ws = await websockets.connect(
-                url,
-                subprotocols=["confer.v1", f"bearer.{token}"],  # type: ignore[list-item]
-                open_timeout=120,
-                ping_interval=None,
-                max_queue=4,
-                **(local if spread else {}),
-            )
-            await ws.recv()  # ready
-            return ws
+            for attempt in range(6):
+                try:
+                    ws = await websockets.connect(
+                        url,
+                        subprotocols=["confer.v1", f"bearer.{token}"],  # type: ignore[list-item]
+                        open_timeout=120,
+                        ping_interval=None,
+                        max_queue=4,
+                        **(local if spread else {}),
+                    )
+                    await ws.recv()  # ready
+                    return ws
+                except (OSError, EOFError, websockets.ConnectionClosed):
+                    # a loaded server's full accept backlog resets a handshake: try it again
+                    if attempt == 5:
+                        raise
+                    await asyncio.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tokens))))
 

@@ -10,10 +10,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from fastapi import FastAPI
+from fastapi import FastAPI, WebSocket
 from fastapi.middleware.cors import CORSMiddleware
 
 from did.outbound import OutboundPolicy
@@ -141,6 +141,26 @@ def _redis_client(url: str | None) -> Redis | None:
     return redis.from_url(url)
 
 
+class _ConferApp(FastAPI):
+    """FastAPI, with the WebSocket event stream (``/v1/ws``) dispatched before the middleware
+    stack and the router.
+
+    An open WebSocket keeps every ASGI frame between the server and its handler alive for as
+    long as it lasts: the middlewares (which pass WebSockets through untouched), the
+    exception handlers, the router, the route's dependency solving. For thousands of idle
+    devices those frames are a large share of the process's memory; the one path that
+    holds a connection open goes straight to its handler. Everything else, and ``/v1/ws``
+    under a ``root_path``, takes the full stack.
+    """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and scope["path"] == events.PATH:
+            scope["app"] = self
+            await events.serve(WebSocket(scope, receive, send), self.state.confer)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     """Build the ASGI app. Resources are created when its lifespan starts."""
     settings = settings or Settings()
@@ -194,6 +214,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 pool, http, clock, settings, hub, key_lookup=stored_key(pool, keyring)
             )
             accounts = Accounts(pool, identity, clock, settings)
+            # a session that ends (anywhere) stops the user's sockets here at once, not at
+            # their next periodic check
+            accounts.session_cache.watch(hub.recheck)
             clients = ClientDirectory(pool, http, policy, clock, settings)
             app.state.confer = AppState(
                 settings=settings,
@@ -366,7 +389,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             await storage.close()
             await pool.close()
 
-    app = FastAPI(
+    app = _ConferApp(
         title="Confer",
         version="0.1.0",
         description=DESCRIPTION,

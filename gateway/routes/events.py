@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+import asyncpg
 from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 
 from gateway.agents.peer_tasks import release_waiting
@@ -39,6 +41,7 @@ from gateway.services.typing import handle_client_frame
 from gateway.state import AppState
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
 SUBPROTOCOL = "confer.v1"
 BEARER_PREFIX = "bearer."
@@ -168,7 +171,11 @@ async def _authenticate(
     return auth, resume
 
 
-@router.websocket("/v1/ws")
+PATH = "/v1/ws"
+"""Where devices connect; :class:`gateway.app._ConferApp` dispatches it before the stack."""
+
+
+@router.websocket(PATH)
 async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws_state)]) -> None:
     """Stream the user's events to one device (protocol: docs/websocket.md)."""
     settings = state.settings
@@ -225,6 +232,24 @@ async def events(websocket: WebSocket, state: Annotated[AppState, Depends(get_ws
         await session.run(ready, resume)
     finally:
         await presence.device_disconnected(state.pool, state.hub, auth.user, device, state.signals)
+
+
+CLOSE_TRY_AGAIN = 1013
+"""RFC 6455 §11.7 "Try Again Later": the server could not serve the device just now."""
+
+
+async def serve(websocket: WebSocket, state: AppState) -> None:
+    """:func:`events` for a connection dispatched straight from the application
+    (:class:`gateway.app._ConferApp`), without the exception handlers of the middleware
+    stack: a Confer error (no database connection came free, say) or a refused database
+    connection is logged in one line and the socket closed with 1013, as the stack would
+    have turned it into a problem answer; anything else propagates to the server."""
+    try:
+        await events(websocket, state)
+    except (ConferError, asyncpg.TooManyConnectionsError, asyncpg.CannotConnectNowError) as exc:
+        code = getattr(exc, "wire_code", "database_busy")
+        log.warning("%s on %s: %s", code, PATH, getattr(exc, "detail", exc))
+        await _close(websocket, CLOSE_TRY_AGAIN, "server busy; try again")
 
 
 async def _session_alive(
