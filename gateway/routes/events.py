@@ -19,10 +19,11 @@ from urllib.parse import urlsplit
 
 import asyncpg
 from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketState
 
 from gateway.agents.peer_tasks import release_waiting
 from gateway.deps import get_ws_state
-from gateway.errors import ConferError
+from gateway.errors import ConferError, DatabaseBusyError
 from gateway.http_errors import WS_CLOSE_FORBIDDEN, WS_CLOSE_UNAUTHENTICATED
 from gateway.ids import new_id
 from gateway.realtime.hub import EventHub
@@ -124,6 +125,8 @@ async def _first_frame_auth(
         return None
     try:
         auth = await accounts.authenticate(str(frame.get("token", "")))
+    except DatabaseBusyError:
+        raise  # not the token's fault: the device is told to try again (:func:`serve`)
     except ConferError:
         return None
     return auth, frame
@@ -151,6 +154,8 @@ async def _authenticate(
     if tokens:
         try:
             auth = await accounts.authenticate(tokens[0])
+        except DatabaseBusyError:
+            raise  # not the token's fault: the device is told to try again (:func:`serve`)
         except ConferError:
             await _close(websocket, CLOSE_UNAUTHENTICATED)
             return None
@@ -249,6 +254,12 @@ async def serve(websocket: WebSocket, state: AppState) -> None:
     except (ConferError, asyncpg.TooManyConnectionsError, asyncpg.CannotConnectNowError) as exc:
         code = getattr(exc, "wire_code", "database_busy")
         log.warning("%s on %s: %s", code, PATH, getattr(exc, "detail", exc))
+        if websocket.client_state == WebSocketState.CONNECTING:
+            # a close before the handshake is an HTTP 403, which reads as "not allowed":
+            # accept, so that the device gets the close code that says "try again"
+            offered = websocket.scope.get("subprotocols", [])
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         await _close(websocket, CLOSE_TRY_AGAIN, "server busy; try again")
 
 

@@ -4,6 +4,7 @@ instead of waiting without bound; LISTEN connections hold no pool slot."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -94,3 +95,34 @@ async def test_a_database_that_refuses_new_connections_answers_503() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         for what in refusals:
             _assert_busy(await client.get(f"/{what}"))
+
+
+async def test_a_websocket_with_no_connection_free_is_turned_away_without_a_traceback(
+    database_url: str, caplog: Any
+) -> None:
+    """``/v1/ws`` is dispatched before the middleware stack (``gateway.app._ConferApp``), so its
+    own guard does what the exception handlers do for HTTP: one line, and the socket closed
+    with 1013 (try again later) — a busy database is no reason to tell the device its token
+    is bad."""
+    import websockets
+
+    async with run_instance(
+        database_url, db_pool_min=1, db_pool_max=2, db_acquire_timeout_seconds=0.5
+    ) as instance:
+        alice = await instance.register("alice")
+        async with every_connection_taken(instance.state.pool, 2):
+            with caplog.at_level("WARNING"):
+                try:
+                    async with websockets.connect(
+                        instance.ws_url, subprotocols=["confer.v1", f"bearer.{alice.token}"]
+                    ) as ws:
+                        async with asyncio.timeout(10):
+                            while True:
+                                await ws.recv()
+                except websockets.ConnectionClosed as closed:
+                    # not 4001: the token is fine, the device is to try again
+                    assert closed.rcvd is not None and closed.rcvd.code == 1013
+        assert not [r for r in caplog.records if "ASGI" in r.getMessage()]
+        assert any("database_busy on /v1/ws" in r.getMessage() for r in caplog.records)
+        async with alice.websocket():  # and once connections are free again, it serves
+            pass
