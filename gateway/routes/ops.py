@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
+import ipaddress
 from typing import Annotated
 
 import asyncpg
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -34,10 +35,28 @@ def _head() -> str:
     return migrations.declared_head()
 
 
+def _direct_loopback(request: Request) -> bool:
+    """True for a request from a loopback address that no proxy forwarded (no
+    ``Forwarded``/``X-Forwarded-For``, RFC 7239): a scraper on this host, not a visitor
+    passing through a reverse proxy that runs here."""
+    host = request.client.host if request.client else ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    headers = request.headers
+    return loopback and "forwarded" not in headers and "x-forwarded-for" not in headers
+
+
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
-async def metrics(state: State, authorization: Annotated[str | None, Header()] = None) -> Response:
+async def metrics(
+    request: Request, state: State, authorization: Annotated[str | None, Header()] = None
+) -> Response:
     """The Prometheus text exposition; 404 when ``CONFER_METRICS`` is off, 401 without the
-    ``CONFER_METRICS_TOKEN`` bearer when one is set."""
+    ``CONFER_METRICS_TOKEN`` bearer when one is set. Without a token only a scraper on this
+    host is answered (:func:`_direct_loopback`), 401 for anyone else: the figures name the
+    instances this one delivers to (outbox depth per destination), which is nobody else's
+    business."""
     settings = state.settings
     if not settings.metrics or state.metrics is None or state.metrics_registry is None:
         raise NotFoundError("metrics are turned off")
@@ -45,6 +64,11 @@ async def metrics(state: State, authorization: Annotated[str | None, Header()] =
         expected = f"Bearer {settings.metrics_token}"
         if not hmac.compare_digest((authorization or "").encode(), expected.encode()):
             raise AuthenticationError("send Authorization: Bearer <CONFER_METRICS_TOKEN>")
+    elif not _direct_loopback(request):
+        raise AuthenticationError(
+            "metrics are served to this host only; set CONFER_METRICS_TOKEN to scrape them "
+            "from elsewhere"
+        )
     await state.metrics.refresh()
     return Response(generate_latest(state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
 

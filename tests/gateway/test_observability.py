@@ -137,6 +137,20 @@ async def test_metrics_token_and_switch(database_url: str) -> None:
         assert (await a.client.get("/metrics")).status_code == 404
 
 
+async def test_without_a_token_metrics_are_for_this_host_only(database_url: str) -> None:
+    """What a reverse proxy on this host passes on (it names the visitor) is refused: the
+    outbox figures name the instances this one talks to."""
+    async with run_instance(database_url) as a:
+        assert "confer_http_requests" in await scrape(a)  # a scraper on loopback
+        for forwarded in (
+            {"X-Forwarded-For": "203.0.113.7"},
+            {"Forwarded": "for=203.0.113.7;proto=https"},
+        ):
+            refused = await a.client.get("/metrics", headers=forwarded)
+            assert refused.status_code == 401, refused.text
+            assert "CONFER_METRICS_TOKEN" in refused.json()["detail"]
+
+
 async def test_readyz_names_the_failing_check(database_url: str) -> None:
     async with run_instance(database_url) as a:
         ready = await a.client.get("/readyz")
