@@ -37,12 +37,15 @@ from gateway.services import groups, unread
 from gateway.services.did_budget import host_of
 from gateway.services.participants import local_user_ids
 from gateway.store import groups as groups_store
+from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
 from models import Message
+from models.base import wire_timestamp
 
 log = logging.getLogger(__name__)
 
 MESSAGE_ORDERED = "message.ordered"
+MESSAGE_DELETED = "message.deleted"
 """Stream event: the home placed a local member's post in the group's order (``{"conversation_id",
 "id", "position"}``); a client moves the message to ``position``."""
 
@@ -109,6 +112,43 @@ async def place_answered(
         # a read position may now stand on the other side of it: cached counts are stale
         tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, message.conversation_id))
     return placed
+
+
+async def retract_refused(
+    tx: Transaction, hub: EventHub | None, *, message_id: str, destination: str, reason: str
+) -> bool:
+    """Our member's post ``message_id`` will never be in the group: its delivery to the
+    group's home (``destination``, ``host[:port]``) failed for good — the home refused it (the
+    author was removed meanwhile, say) or is gone. It is taken out of the replica, so that no
+    instance shows a message the home's order does not have: soft-deleted, its stream events
+    scrubbed, and ``message.deleted`` with ``reason`` ``refused_by_home`` and the delivery's
+    ``detail`` sent to the replica's local members (the author's devices also get the failed
+    ``message.delivery_updated``). False, and nothing changed, unless the message is a
+    visible post in a replica whose home is ``destination``."""
+    conn = tx.conn
+    message = await messages_store.get_message(conn, id=message_id)
+    if message is None:
+        return False
+    replica = await groups_store.get_replica(conn, conversation_id=message.conversation_id)
+    if replica is None or not _is_host_of(destination, replica.home):
+        return False
+    deleted_at = await change_store.soft_delete(conn, message_id=message_id)
+    tombstone = {
+        "id": message_id,
+        "conversation_id": message.conversation_id,
+        "deleted_at": wire_timestamp(deleted_at),
+        "reason": "refused_by_home",
+        "detail": reason[:500],
+    }
+    users = await local_user_ids(conn, message.conversation_id)
+    await change_store.scrub_events(
+        conn, user_ids=users, message_id=message_id, tombstone=tombstone
+    )
+    if hub is not None:
+        tx.call_after(functools.partial(unread.invalidate, hub.ephemeral, message.conversation_id))
+        await hub.append(tx, users, MESSAGE_DELETED, tombstone)
+    log.info("post %s refused by the home at %s: taken out of the replica", message_id, destination)
+    return True
 
 
 def _is_host_of(destination: str, instance_did: str) -> bool:

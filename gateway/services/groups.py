@@ -112,9 +112,10 @@ async def group_conversation(
     """The local conversation of the group a peer's message claims, for ``recipient``.
 
     Our own group (``claim.home`` is us): the one ``claim.id`` names, when it is a group of
-    ours in which the recipient and the peer take part. A remote group: its replica, created
-    (or its name and members brought up to date) by a message from the home instance; a
-    member of another instance may write into an existing replica whose member list names it.
+    ours in which the recipient and the peer take part. A remote group: its replica, which
+    only a membership event of its home creates (its name and members are brought up to
+    date by a message from the home instance); a member of another instance may write into
+    an existing replica whose member list names it.
     Raises NotGroupMemberError otherwise; nothing falls back to a direct conversation.
     """
     here = instance_did(recipient.did)
@@ -137,13 +138,14 @@ async def group_conversation(
     if peer.did not in members or recipient.did not in members:
         raise NotGroupMemberError(f"{peer.did} is not a member of group {claim.id}")
     if replica is None:
-        if not from_home:
-            raise NotGroupMemberError(f"group {claim.id} is unknown here; its home announces it")
-        conversation_id = await _new_replica(conn, claim, recipient.user_id)
-    else:
-        conversation_id = replica.conversation_id
-        if from_home and await _not_older(conn, conversation_id, claim):
-            await _follow_home(conn, conversation_id, claim)
+        # Only the home's signed membership event makes a replica (gateway.services
+        # .group_events, where being added by a stranger waits for consent): a message
+        # claiming a group nobody announced would otherwise put anyone's post in a new
+        # "group" past the recipient's message requests.
+        raise NotGroupMemberError(f"group {claim.id} is unknown here; its home announces it")
+    conversation_id = replica.conversation_id
+    if from_home and await _not_older(conn, conversation_id, claim):
+        await _follow_home(conn, conversation_id, claim)
     await _join(conn, conversation_id, recipient, peer, members if from_home else [])
     return conversation_id
 

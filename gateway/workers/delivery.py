@@ -503,6 +503,14 @@ class DeliveryWorker(DrainingWorker):
                         )
                 else:
                     await store.mark_failed(conn, id=row.id, now=now, error=reason)
+                    if row.message_id is not None:  # a post its group's home never took
+                        await group_order.retract_refused(
+                            tx,
+                            self._hub,
+                            message_id=row.message_id,
+                            destination=row.destination,
+                            reason=reason,
+                        )
                 await audit_store.insert_audit(
                     conn,
                     action="federation.outbound",

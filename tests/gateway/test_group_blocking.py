@@ -178,3 +178,46 @@ async def test_a_message_for_another_recipient_is_refused(make_database) -> None
         assert "result" in await post("for bob", recipient=bob.did)
         assert "result" in await post("for whoever", recipients=[bea.did, bob.did])
         assert len(await placed(b, "for bob")) == 1
+
+
+async def test_a_post_the_home_refuses_is_taken_out_of_its_replica(make_database) -> None:
+    """carol's post is stored on C at once (201), but the home refuses it for good (here its
+    federation policy denies C): no instance may show what the home's order lacks, so C takes
+    it out, telling its members why (``message.deleted``, ``reason`` ``refused_by_home``)."""
+    async with (
+        run_instance(await make_database(), admin_usernames="alice") as a,
+        run_instance(await make_database()) as b,
+        run_instance(await make_database()) as c,
+    ):
+        alice, bob, carol = (
+            await a.register("alice"),
+            await b.register("bob"),
+            await c.register("carol"),
+        )
+        await new_group(alice, "G1", [bob.did, carol.did])
+        rc = (await the_group(carol))["id"]
+        await the_group(bob)
+        await deny(alice, a, c)
+        posted = await carol.request(
+            "POST", f"/v1/conversations/{rc}/messages", json={"content": "refused by the home"}
+        )
+        assert posted.status_code == 201, posted.text
+        message_id = posted.json()["id"]
+
+        async def taken_out() -> bool:
+            return await placed(c, "refused by the home") == []
+
+        await eventually(taken_out, "the refused post taken out of C's replica")
+        async with c.state.pool.acquire() as conn:
+            tombstone = await conn.fetchval(
+                """SELECT data_json FROM user_events WHERE user_id = $1
+                   AND type = 'message.deleted' AND data_json ->> 'id' = $2""",
+                carol.profile["id"],
+                message_id,
+            )
+        tombstone = json.loads(tombstone) if isinstance(tombstone, str) else tombstone
+        assert tombstone["reason"] == "refused_by_home", tombstone
+        deliveries = await carol.request("GET", f"/v1/conversations/{rc}/messages")
+        assert "refused by the home" not in deliveries.text
+        assert await placed(a, "refused by the home") == []
+        assert await placed(b, "refused by the home") == []

@@ -169,6 +169,38 @@ async def test_a_forged_group_claim_is_refused(make_database) -> None:
         assert stored["conversation_id"] != g1 and stored["type"].startswith("direct")
 
 
+async def test_a_message_claiming_a_group_nobody_announced_creates_nothing(make_database) -> None:
+    """A stranger's instance is the home of whatever group it claims, but only its signed
+    membership event makes a replica: a post claiming a new group of its own, naming the
+    recipient, is refused — it would otherwise skip the recipient's message requests."""
+    async with run_instance(await make_database()) as b, run_fake_peer() as mallory:
+        bob = await b.register("bob")
+        home = mallory.did.split(":users:")[0]
+        claim = {
+            "id": "01J00000000000000000000000",
+            "type": "group",
+            "home": home,
+            "name": "Free prizes",
+            "members": [mallory.did, bob.did],
+        }
+        for path in ("/users/bob/a2a", "/a2a"):
+            body = json.loads(mallory.rpc("claim a prize"))
+            body["params"]["message"]["contextId"] = claim["id"]
+            body["params"]["message"]["metadata"]["confer"].update(
+                conversation=claim, recipients=[bob.did]
+            )
+            raw = json.dumps(body).encode()
+            url = f"{b.base_url}{path}"
+            refused = await b.client.post(
+                path, content=raw, headers=mallory.signed_headers(url, raw)
+            )
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["code"] == "not_group_member"
+        assert await placed(b, "claim a prize") == []
+        listed = await bob.request("GET", "/v1/conversations")
+        assert listed.status_code == 200 and listed.json() == [], listed.text
+
+
 async def test_a_replica_follows_the_homes_name_and_members(make_database) -> None:
     async with (
         run_instance(await make_database()) as a,
