@@ -38,6 +38,7 @@ from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
 from gateway.store import federation as federation_store
+from gateway.store import group_history as history_store
 from gateway.store import groups as groups_store
 from gateway.store import instance as instance_store
 from gateway.store import peers as peers_store
@@ -349,9 +350,15 @@ async def apply_home_state(
     for ref, role in wanted.items():
         if owner_of.get(ref) in blocked:
             continue  # they blocked the home: it does not add them
-        await conv_store.insert_participant(
+        added = await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=ref, role=role
         )
+        if ref[0] == "peer_agent" and replica is not None:
+            # a member of another instance joins with the history read, as the home starts
+            # them (and their own instance, taking the backfill): their unread agrees here
+            await history_store.start_read(
+                conn, participant_id=added.id, conversation_id=conversation_id
+            )
     if claim.version is not None:
         await groups_store.set_version(conn, conversation_id=conversation_id, version=claim.version)
     return Applied(conversation_id, local_users, removed, replica is None, held=held)

@@ -168,6 +168,13 @@ async def test_a_member_on_a_new_instance_gets_the_groups_history(make_database:
         assert await unread(bob, gb) == 0
         assert (await _read_state(alice, g, bob.did))["unread"] == 0
 
+        # ... and on C, the third member's instance, which takes bob's join but no history
+        async def bob_on_c() -> dict[str, Any] | None:
+            states = (await carol.ok("GET", f"/v1/conversations/{gc}/reads"))["items"]
+            return next((s for s in states if s["did"] == bob.did), None)
+
+        assert (await eventually(bob_on_c, "bob a member on C"))["unread"] == 0
+
         # What the home changes later follows the history to B: alice's edit, carol's delete.
         first = home[0]
         detail = await alice.ok("GET", f"/v1/conversations/{g}/messages/{first['id']}")
