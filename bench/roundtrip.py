@@ -14,9 +14,13 @@ Measures, in one run:
   With ``--rate R`` the senders together post R messages a second, evenly spaced, instead of
   as fast as they can: the latency below saturation rather than the queue at it.
 
-Usage: python bench/roundtrip.py [--messages 200] [--load 1000] [--spread] [--rate R]   (needs
-CONFER_DATABASE_URL or uses the embedded PostgreSQL under .data/). Loopback only; bounded
-loops.
+With ``--cpu`` it also prints the CPU milliseconds per message that A, B, this client and
+each instance's PostgreSQL backends spent over the load (Linux: read from ``/proc``; the
+backends must be readable, as on one machine); ``--batches on`` (or ``off``) runs that pair only.
+
+Usage: python bench/roundtrip.py [--messages 200] [--load 1000] [--spread] [--rate R] [--cpu]
+[--batches both|on|off]   (needs CONFER_DATABASE_URL or uses the embedded PostgreSQL under
+.data/). Loopback only; bounded loops.
 """
 
 from __future__ import annotations
@@ -144,7 +148,83 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def run(messages: int, load: int, spread: bool, rate: float = 0.0) -> None:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``); 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> list[int]:
+    """The pids of this process's children (the two ``confer serve``: A's first), Linux."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return sorted(found)
+
+
+async def _backends(admin: str, databases: dict[str, str]) -> dict[int, str]:
+    """PostgreSQL backend pids connected to ``databases`` (name → "A" or "B")."""
+    conn = await asyncpg.connect(admin)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid, datname FROM pg_stat_activity WHERE datname = ANY($1::text[])",
+            list(databases),
+        )
+    finally:
+        await conn.close()
+    return {r["pid"]: databases[r["datname"]] for r in rows}
+
+
+class CpuSplit:
+    """CPU seconds per message spent by A, B, this client and each instance's PostgreSQL
+    backends over the throughput phase (``--cpu``; Linux only: reads ``/proc``). Backends that
+    connect during the phase are not counted."""
+
+    def __init__(self, admin: str, databases: dict[str, str]) -> None:
+        self.admin, self.databases = admin, databases
+        self.before: dict[str, float] = {}
+        self._backends: dict[int, str] = {}
+
+    async def _now(self) -> dict[str, float]:
+        kids = _children()
+        out = {name: _cpu_seconds(pid) for name, pid in zip(("A", "B"), kids, strict=False)}
+        out["client"] = _cpu_seconds(os.getpid())
+        for pid, side in self._backends.items():
+            out[f"PostgreSQL of {side}"] = out.get(f"PostgreSQL of {side}", 0.0) + _cpu_seconds(pid)
+        return out
+
+    async def start(self) -> None:
+        self._backends = await _backends(self.admin, self.databases)
+        self.before = await self._now()
+
+    async def report(self, messages: int) -> str:
+        after = await self._now()
+        parts = [
+            f"{name} {(after[name] - self.before.get(name, 0.0)) / messages * 1000:.2f}"
+            for name in after
+        ]
+        return "CPU ms per message: " + ", ".join(parts)
+
+
+async def run(
+    messages: int,
+    load: int,
+    spread: bool,
+    rate: float = 0.0,
+    *,
+    cpu: bool = False,
+    modes: str = "both",
+) -> None:
     settings = Settings()
     admin = settings.database_url or embedded_postgres_url(Path(".data") / "pg", stop_at_exit=True)
     signs, verifies = signing_rate()
@@ -156,18 +236,21 @@ async def run(messages: int, load: int, spread: bool, rate: float = 0.0) -> None
     }
     results = {}
     for mode, items in (("off", "1"), ("on", "50")):
+        if modes not in ("both", mode):
+            continue
         # fresh databases per pair: an instance's DIDs depend on the port it is given
         suffix = uuid.uuid4().hex[:8]
         urls = [await fresh_database(admin, f"confer_bench_{mode}_{x}_{suffix}") for x in "ab"]
+        names = {url.rsplit("/", 1)[1]: side for url, side in zip(urls, "AB", strict=True)}
+        split = CpuSplit(admin, names) if cpu else None
         try:
             with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
                 results[mode] = await pair(
-                    urls, messages if mode == "on" else 0, load, mode, spread, rate
+                    urls, messages if mode == "on" else 0, load, mode, spread, rate, split
                 )
         finally:
             for url in urls:
                 await drop_database(admin, url.rsplit("/", 1)[1])
-    off, on = results["off"], results["on"]
     where = "8 conversations" if spread else "one conversation"
     if rate:
         where += f", offered {rate:g} messages/s"
@@ -177,14 +260,24 @@ async def run(messages: int, load: int, spread: bool, rate: float = 0.0) -> None
             f"{rate:6.1f} messages/s "
             f"({n} in {elapsed:.1f} s); POST → bob's WebSocket p50 {p50:.0f} ms, p99 {p99:.0f} ms"
         )
-    print(f"batches on / off: throughput x{on[0] / off[0]:.2f}, p50 latency x{on[1] / off[1]:.2f}")
+    if len(results) == 2:
+        off, on = results["off"], results["on"]
+        print(
+            f"batches on / off: throughput x{on[0] / off[0]:.2f}, p50 latency x{on[1] / off[1]:.2f}"
+        )
 
 
 async def pair(
-    urls: list[str], messages: int, load: int, tag: str, spread: bool = False, rate: float = 0.0
+    urls: list[str],
+    messages: int,
+    load: int,
+    tag: str,
+    spread: bool = False,
+    rate: float = 0.0,
+    split: CpuSplit | None = None,
 ) -> tuple[float, float, float, int, float]:
     """Start A and B, measure (sequential latency when ``messages``, then) the load (in 8
-    conversations when ``spread``)."""
+    conversations when ``spread``), and with ``split`` the CPU spent per message on it."""
     async with (
         confer_process(free_port(), urls[0], lambda s: None) as a_url,
         confer_process(free_port(), urls[1], lambda s: None) as b_url,
@@ -227,7 +320,12 @@ async def pair(
                     f"p50 {statistics.median(latencies):.1f} ms, "
                     f"p99 {percentile(latencies, 0.99):.1f} ms"
                 )
-            return await throughput(a, ws, senders, load, tag, rate)
+            if split is not None:
+                await split.start()
+            result = await throughput(a, ws, senders, load, tag, rate)
+            if split is not None:
+                print(f"batches {tag}: " + await split.report(result[3]))
+            return result
 
 
 async def throughput(
@@ -286,5 +384,15 @@ if __name__ == "__main__":
     parser.add_argument(
         "--rate", type=float, default=0.0, help="messages/s the senders offer (0: at once)"
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="CPU ms per message of A, B, this client and their PostgreSQL backends (Linux)",
+    )
+    parser.add_argument(
+        "--batches", choices=("both", "on", "off"), default="both", help="which pairs to run"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.messages, args.load, args.spread, args.rate))
+    asyncio.run(
+        run(args.messages, args.load, args.spread, args.rate, cpu=args.cpu, modes=args.batches)
+    )

@@ -230,6 +230,35 @@ class EventHub:
             body = f'{{"type":{json.dumps(event_type)},"data":{text}}}'
             tx.call_after(functools.partial(self.bus.publish_conversation, conversation_id, body))
 
+    async def append_series(
+        self, tx: Transaction, user_id: str, event_type: str, items: list[Any]
+    ) -> None:
+        """Append several durable events of one type to one user's stream in ``tx``, in one
+        statement, in order (what as many :meth:`append` calls for that user alone would
+        write); publish them after commit. For events that queue no notification (not
+        ``message.created``). Raises ValueError for an ephemeral type or
+        ``message.created``."""
+        if event_type in EPHEMERAL_TYPES or event_type == "message.created":
+            raise ValueError(f"{event_type} cannot be appended as a series")
+        if not items:
+            return
+        texts = [_json(data) for data in items]
+
+        async def write() -> None:
+            offsets = await events_store.append_series(
+                tx.conn, user_id=user_id, type=event_type, data=texts
+            )
+            frames = [
+                (user_id, event_frame(event_type, seq, text))
+                for seq, text in zip(offsets, texts, strict=True)
+            ]
+            tx.call_after(functools.partial(self.bus.publish, frames))
+
+        if tx.events_at_commit:
+            tx.call_before_commit(write)
+        else:
+            await write()
+
     async def emit_ephemeral(self, user_ids: Iterable[str], event_type: str, data: Any) -> None:
         """Publish an event that is not stored (typing, presence, message.delta): no offset,
         droppable, so it needs no transaction."""

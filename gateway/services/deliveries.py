@@ -79,12 +79,23 @@ async def announce_delivery(tx: Transaction, hub: EventHub, outbox_id: str) -> N
     """Append ``message.delivery_updated`` (``{"message_id", "conversation_id",
     "delivery": DeliveryPublic}``) to the sender's stream in ``tx``; nothing for a change
     (edit, delete) or a message without a local sender."""
-    row = await federation_store.get_delivery_for_sender(tx.conn, outbox_id=outbox_id)
-    if row is None or row["sender_user_id"] is None:
-        return
-    data = {
-        "message_id": row["message_id"],
-        "conversation_id": row["conversation_id"],
-        "delivery": delivery_public(row).model_dump(mode="json"),
-    }
-    await hub.append(tx, [row["sender_user_id"]], DELIVERY_UPDATED, data)
+    await announce_deliveries(tx, hub, [outbox_id])
+
+
+async def announce_deliveries(tx: Transaction, hub: EventHub, outbox_ids: list[str]) -> None:
+    """:func:`announce_delivery` for each of ``outbox_ids``: one read for all of them, and
+    one append per sender, each sender's events in the order of ``outbox_ids``."""
+    rows = await federation_store.list_deliveries_for_sender(tx.conn, outbox_ids=outbox_ids)
+    by_sender: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["sender_user_id"] is None:
+            continue
+        by_sender.setdefault(row["sender_user_id"], []).append(
+            {
+                "message_id": row["message_id"],
+                "conversation_id": row["conversation_id"],
+                "delivery": delivery_public(row).model_dump(mode="json"),
+            }
+        )
+    for user_id in sorted(by_sender):  # stream locks in user-id order, as hub.append takes them
+        await hub.append_series(tx, user_id, DELIVERY_UPDATED, by_sender[user_id])

@@ -380,19 +380,15 @@ async def _retried(
 ) -> TaskRow | None:
     """The task of an earlier delivery of ``remote_id`` to this recipient (a retry), or None.
     The same id to another recipient is another delivery (a group's copies)."""
-    task = await tasks_store.get_task_by_remote(
+    return await tasks_store.get_retried_task(
         conn,
         caller=caller.ref,
+        origin_did=caller.origin,
         remote_message_id=remote_id,
         user_id=recipient.user_id,
         agent_id=recipient.agent_id,
+        recipient_did=recipient.did,
     )
-    if task is not None:
-        return task
-    existing = await federation_store.get_inbox(
-        conn, origin_did=caller.origin, remote_message_id=remote_id, recipient_did=recipient.did
-    )
-    return await tasks_store.get_task_by_message(conn, message_id=existing) if existing else None
 
 
 def requested_action(params: SendMessageParams) -> str:
@@ -642,6 +638,7 @@ async def _store_message(
         id=new_id(),
         conversation_id=conversation_id,
         in_reply_to=in_reply_to,
+        touch=True,
         **fields,
         **sender,
     )
@@ -654,7 +651,6 @@ async def _store_message(
             file=file,
             origin_did=caller.peer.peer.did,
         )
-    await conv_store.touch_conversation(conn, conversation_id=conversation_id)
     return message, notify, True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import asyncpg
@@ -41,6 +42,25 @@ async def insert_audit(
         ip_address,
     )
     return audit_id
+
+
+async def insert_audits(
+    conn: asyncpg.Connection, *, action: str, details: list[dict[str, Any]]
+) -> list[str]:
+    """Append one audit row of ``action`` per ``details`` entry, without user or address, in
+    one statement (as many :func:`insert_audit` calls would, in order); returns their ids."""
+    ids = [new_id() for _ in details]
+    if ids:
+        await conn.execute(
+            """INSERT INTO audit_log (id, action, details_json)
+               SELECT t.id, $2, t.details::jsonb
+               FROM unnest($1::text[], $3::text[]) WITH ORDINALITY AS t(id, details, n)
+               ORDER BY t.n""",
+            ids,
+            action,
+            [json.dumps(storable(d)) for d in details],
+        )
+    return ids
 
 
 async def list_audit(

@@ -54,10 +54,13 @@ async def insert_outbox(
     outbox_id = new_id()
     if trace_context:
         payload = {**payload, TRACE_CONTEXT_KEY: trace_context}
+    # one statement: the row, and the NOTIFY naming its destination (sent on commit)
     await conn.execute(
-        """INSERT INTO federation_outbox
-             (id, destination, endpoint, sender_did, peer_id, message_id, payload_json, lane)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+        """WITH queued AS (
+             INSERT INTO federation_outbox
+               (id, destination, endpoint, sender_did, peer_id, message_id, payload_json, lane)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING destination)
+           SELECT pg_notify('confer_outbox', destination) FROM queued""",
         outbox_id,
         destination,
         endpoint,
@@ -67,7 +70,6 @@ async def insert_outbox(
         payload,
         lane,
     )
-    await conn.execute("SELECT pg_notify('confer_outbox', $1)", destination)
     return outbox_id
 
 
@@ -117,6 +119,41 @@ async def mark_failed(conn: asyncpg.Connection, *, id: str, now: datetime, error
         id,
         now,
         error[:1000],
+    )
+
+
+async def record_outcomes(
+    conn: asyncpg.Connection,
+    *,
+    now: datetime,
+    outcomes: list[tuple[str, str, datetime | None, str | None]],
+) -> None:
+    """Record the outcome of several deliveries in one statement, each as
+    :func:`mark_delivered`, :func:`mark_retry` or :func:`mark_failed` would.
+
+    ``outcomes`` holds ``(id, "delivered" | "retry" | "failed", next_attempt_at, error)``:
+    ``next_attempt_at`` is read for a retry only, ``error`` (cut to 1,000 characters) for a
+    retry or a failure. Raises ValueError for another outcome.
+    """
+    for _, outcome, _, _ in outcomes:
+        if outcome not in ("delivered", "retry", "failed"):
+            raise ValueError(f"unknown delivery outcome {outcome!r}")
+    await conn.execute(
+        """UPDATE federation_outbox o
+           SET delivered_at = CASE WHEN t.outcome = 'delivered' THEN $1 ELSE o.delivered_at END,
+               failed_at = CASE WHEN t.outcome = 'failed' THEN $1 ELSE o.failed_at END,
+               next_attempt_at = CASE WHEN t.outcome = 'retry' THEN t.next_attempt_at
+                                      ELSE o.next_attempt_at END,
+               leased_until = NULL,
+               last_error = CASE WHEN t.outcome = 'delivered' THEN NULL ELSE t.error END
+           FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[])
+                AS t(id, outcome, next_attempt_at, error)
+           WHERE o.id = t.id""",
+        now,
+        [i for i, _, _, _ in outcomes],
+        [o for _, o, _, _ in outcomes],
+        [n if o == "retry" else None for _, o, n, _ in outcomes],
+        [None if e is None or o == "delivered" else e[:1000] for _, o, _, e in outcomes],
     )
 
 
@@ -313,23 +350,25 @@ async def list_message_deliveries(
     return records
 
 
-async def get_delivery_for_sender(
-    conn: asyncpg.Connection, *, outbox_id: str
-) -> asyncpg.Record | None:
-    """The delivery ``outbox_id`` (columns of :func:`list_message_deliveries`) with its
-    message's ``conversation_id`` and ``sender_user_id`` (the sending user, or the owner of
-    the sending agent), when it is a message's own send; else None (edits, deletes,
-    system messages)."""
-    record: asyncpg.Record | None = await conn.fetchrow(
+async def list_deliveries_for_sender(
+    conn: asyncpg.Connection, *, outbox_ids: list[str]
+) -> list[asyncpg.Record]:
+    """The deliveries of ``outbox_ids`` that are a message's own send (not a later edit,
+    delete or system message), in the order of ``outbox_ids``: the columns of
+    :func:`list_message_deliveries` with the message's ``conversation_id`` and
+    ``sender_user_id`` (the sending user, or the owner of the sending agent)."""
+    records: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT {_DELIVERY_COLUMNS}, m.conversation_id,
                    CASE m.sender_type WHEN 'user' THEN m.sender_id
                         WHEN 'own_agent' THEN (SELECT a.user_id FROM agents a
                                                WHERE a.id = m.sender_id) END AS sender_user_id
             FROM {_DELIVERY_JOINS} JOIN messages m ON m.id = o.message_id
-            WHERE o.id = $1 AND {_ORIGINAL_SEND}""",
-        outbox_id,
+            JOIN unnest($1::text[]) WITH ORDINALITY AS w(id, n) ON w.id = o.id
+            WHERE {_ORIGINAL_SEND}
+            ORDER BY w.n""",
+        outbox_ids,
     )
-    return record
+    return records
 
 
 async def list_outbox(

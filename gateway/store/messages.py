@@ -8,7 +8,6 @@ from typing import Any
 
 import asyncpg
 
-from gateway.ids import next_after
 from models import ConversationRow, Message
 
 COLUMNS = """id, conversation_id, sender_type, sender_id, sender_did, content_type, content,
@@ -77,25 +76,21 @@ async def insert_message(
     language: str | None = None,
     translation: Any = None,
     created_at: datetime | None = None,
+    touch: bool = False,
 ) -> Message:
-    """Insert one message; ``thread_root`` is derived from the parent when replying.
+    """Insert one message; ``thread_root`` is derived from the parent when replying; with
+    ``touch``, the conversation's ``updated_at`` moves on in the same statement.
 
     ``id`` is a candidate: when the conversation already holds a message with an id not below
     it (another process in the same millisecond, a clock stepped back), the message gets the
     next id after that one instead, so ids follow commit order within a conversation.
     ``created_at`` (default: now) is for a message written earlier elsewhere (a group's
     history from its home).
+    One statement (:data:`_INSERT_MESSAGE`). Raises LookupError when there is no
+    conversation ``conversation_id``.
     """
-    id = await _claim_message_id(conn, conversation_id=conversation_id, candidate=id)
     record = await conn.fetchrow(
-        f"""INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
-                                  content_type, content, content_json, in_reply_to,
-                                  thread_root, via, citations_json, language, translation_json,
-                                  created_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
-                    (SELECT COALESCE(m.thread_root, m.id) FROM messages m WHERE m.id = $9),
-                    $10, $11, $12, $13, COALESCE($14, NOW()))
-            RETURNING {COLUMNS}""",
+        _INSERT_MESSAGE,
         id,
         conversation_id,
         sender_type,
@@ -109,9 +104,11 @@ async def insert_message(
         citations,
         language,
         translation,
+        touch,
         created_at,
     )
-    assert record is not None
+    if record is None:
+        raise LookupError(f"no conversation {conversation_id}")
     return message_from_record(record)
 
 
@@ -182,6 +179,39 @@ SELECT conv.id AS c_id, conv.type AS c_type, conv.name AS c_name,
        stored.*
 FROM conv LEFT JOIN stored ON true"""
 
+_INSERT_MESSAGE = f"""
+WITH conv AS (
+  SELECT id FROM conversations WHERE id = $2 FOR UPDATE
+), head AS (
+  INSERT INTO conversation_heads AS h (conversation_id, last_message_id)
+  SELECT id, $1 FROM conv
+  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = CASE
+    WHEN h.last_message_id < EXCLUDED.last_message_id THEN EXCLUDED.last_message_id
+    ELSE {_NEXT_AFTER.format(ulid="h.last_message_id::text")}::char(26) END
+  RETURNING last_message_id
+), stored AS (
+  INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
+                        content_type, content, content_json, in_reply_to,
+                        thread_root, via, citations_json, language, translation_json,
+                        created_at)
+  SELECT head.last_message_id, $2, $3, $4, $5, $6, $7, $8, $9,
+         (SELECT COALESCE(m.thread_root, m.id) FROM messages m WHERE m.id = $9),
+         $10, $11, $12, $13, COALESCE($15::timestamptz, NOW())
+  FROM head
+  RETURNING {COLUMNS}
+), touched AS (
+  UPDATE conversations
+  SET updated_at = GREATEST(clock_timestamp(), updated_at + interval '1 microsecond')
+  WHERE id = $2 AND $14 AND EXISTS (SELECT 1 FROM stored)
+)
+SELECT * FROM stored"""
+"""One message in one statement: the conversation's row locked first, then its head (the
+order every writer takes them in, so concurrent writers cannot deadlock), the candidate id
+``$1`` claimed on the head (or the id right after the head's when the head is not below it),
+the message inserted under the claimed id and, when ``$14``, the conversation's
+``updated_at`` moved on (as :func:`gateway.store.conversations.touch_conversation` does);
+``$15`` is its ``created_at`` (NULL: now)."""
+
 
 async def insert_post(
     conn: asyncpg.Connection,
@@ -247,38 +277,6 @@ _CONVERSATION_FIELDS = (
     "c_updated_at",
     "c_archived_at",
 )
-
-
-async def _claim_message_id(
-    conn: asyncpg.Connection, *, conversation_id: str, candidate: str
-) -> str:
-    """Lock the conversation's head row and return an id above its last message id.
-
-    The conversation row is locked first, so every writer takes the locks in the same order
-    (conversations, then conversation_heads) and concurrent writers cannot deadlock.
-    """
-    await conn.execute("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", conversation_id)
-    record = await conn.fetchrow(
-        """INSERT INTO conversation_heads (conversation_id, last_message_id) VALUES ($1, $2)
-           ON CONFLICT (conversation_id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id
-           RETURNING last_message_id, (xmax = 0) AS inserted""",
-        conversation_id,
-        candidate,
-    )
-    assert record is not None
-    if record["inserted"]:
-        return candidate
-    chosen = (
-        candidate
-        if candidate > record["last_message_id"]
-        else next_after(record["last_message_id"])
-    )
-    await conn.execute(
-        "UPDATE conversation_heads SET last_message_id = $2 WHERE conversation_id = $1",
-        conversation_id,
-        chosen,
-    )
-    return chosen
 
 
 async def message_in_conversation(

@@ -119,6 +119,42 @@ async def get_task_by_remote(
     return _task(record) if record else None
 
 
+async def get_retried_task(
+    conn: asyncpg.Connection,
+    *,
+    caller: str,
+    origin_did: str,
+    remote_message_id: str,
+    user_id: str,
+    agent_id: str | None,
+    recipient_did: str,
+) -> TaskRow | None:
+    """In one statement, the task of an earlier delivery of ``remote_message_id`` to this
+    recipient (a retry), or None: :func:`get_task_by_remote`'s, else the task that carried
+    the message the inbox (``federation_inbox``, by ``origin_did`` and ``recipient_did``)
+    maps that id to."""
+    record = await conn.fetchrow(
+        f"""SELECT {_COLUMNS} FROM (
+              (SELECT 0 AS rank, {_COLUMNS} FROM a2a_tasks
+               WHERE caller = $1 AND remote_message_id = $2 AND user_id = $3
+                 AND agent_id IS NOT DISTINCT FROM $4 LIMIT 1)
+              UNION ALL
+              (SELECT 1 AS rank, {_COLUMNS} FROM a2a_tasks
+               WHERE message_id = (SELECT i.message_id FROM federation_inbox i
+                                   WHERE i.origin_did = $5 AND i.remote_message_id = $2
+                                     AND i.recipient_did = $6)
+               ORDER BY id LIMIT 1)) AS found
+            ORDER BY rank LIMIT 1""",
+        caller,
+        remote_message_id,
+        user_id,
+        agent_id,
+        origin_did,
+        recipient_did,
+    )
+    return _task(record) if record else None
+
+
 async def get_task_by_message(conn: asyncpg.Connection, *, message_id: str) -> TaskRow | None:
     """The task that carried the local message ``message_id``, or None."""
     record = await conn.fetchrow(

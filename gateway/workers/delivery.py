@@ -79,7 +79,7 @@ from gateway.db import Pool, transaction
 from gateway.metrics import DELIVERIES
 from gateway.realtime.hub import EventHub
 from gateway.services import group_order
-from gateway.services.deliveries import announce_delivery
+from gateway.services.deliveries import announce_deliveries
 from gateway.services.federation_policy import FederationPolicy
 from gateway.services.identity import Identity
 from gateway.settings import Settings
@@ -189,6 +189,34 @@ class DeliveryWorker(DrainingWorker):
         self._in_flight: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._cards = PeerCards(client, self._policy, settings, pool, clock)
+        # What woke the worker since its last claim: the destinations named by NOTIFYs and
+        # finished requests, or "anything" (start, a timer, a wake that names nothing, a
+        # claim that hit its limit, an error). A claim only runs when one of them may have
+        # something to claim (see run_once).
+        self._woken: set[str] = set()
+        self._claim_all = True
+        self._due: datetime | None = None
+        self._due_known = False
+
+    def wake(self, *args: Any) -> None:
+        """Ask the worker to look for due work now; also asyncpg's listener callback
+        ``(connection, pid, channel, payload)``, whose payload names the destination that
+        has new work (every ``NOTIFY confer_outbox`` does)."""
+        payload = args[3] if len(args) == 4 else None
+        if isinstance(payload, str) and payload:
+            self._woken.add(payload)
+        else:
+            self._claim_all = True
+        self._wake.set()
+
+    def _claim_needed(self) -> bool:
+        """Whether a claim may find anything, consuming what woke the worker: not when every
+        destination woken since the last claim already has all its requests in flight from
+        this process (the claim would skip it; the end of one of them wakes the worker)."""
+        woken, self._woken = self._woken, set()
+        claim_all, self._claim_all = self._claim_all, False
+        limit = self._settings.federation_batch_concurrency
+        return claim_all or any(self._in_flight[d] < limit for d in woken)
 
     async def run(self) -> None:
         """Drain until cancelled; requests still in flight are cancelled with it (their
@@ -206,26 +234,35 @@ class DeliveryWorker(DrainingWorker):
         if len(self._tasks) >= MAX_REQUESTS_IN_FLIGHT:
             await self._wake.wait()  # a finished request wakes the worker
             return True
+        if not self._claim_needed():
+            return False  # sleep until the next wake or the known next due time
+        self._due_known = False
         settings = self._settings
         lease = timedelta(seconds=settings.outbound_timeout_seconds * 2 + 5)
-        async with self._pool.acquire() as conn:
-            claimed = await batches_store.claim_batches(
-                conn,
-                now=self._clock.now(),
-                lease=lease,
-                probe_interval=timedelta(seconds=settings.delivery_probe_seconds),
-                max_items=settings.federation_batch_max_items,
-                concurrency=settings.federation_batch_concurrency,
-                in_flight=+self._in_flight,
-                limit=CLAIM_LIMIT,
-            )
-            free = {
-                c.row.destination: settings.federation_batch_concurrency
-                - self._in_flight[c.row.destination]
-                for c in claimed
-            }
-            planned, released = plan(claimed, free_slots=free)
-            await batches_store.release(conn, ids=released)
+        try:
+            async with self._pool.acquire() as conn:
+                claimed = await batches_store.claim_batches(
+                    conn,
+                    now=self._clock.now(),
+                    lease=lease,
+                    probe_interval=timedelta(seconds=settings.delivery_probe_seconds),
+                    max_items=settings.federation_batch_max_items,
+                    concurrency=settings.federation_batch_concurrency,
+                    in_flight=+self._in_flight,
+                    limit=CLAIM_LIMIT,
+                )
+                free = {
+                    c.row.destination: settings.federation_batch_concurrency
+                    - self._in_flight[c.row.destination]
+                    for c in claimed
+                }
+                planned, released = plan(claimed, free_slots=free)
+                await batches_store.release(conn, ids=released)
+        except BaseException:
+            self._claim_all = True  # the next round claims again, whatever wakes it
+            raise
+        if len(claimed) >= CLAIM_LIMIT:  # it may have left claimable rows behind
+            self._claim_all = True
         for batch in planned:
             self._in_flight[batch.destination] += 1
             self._start(self._send(batch))
@@ -242,14 +279,23 @@ class DeliveryWorker(DrainingWorker):
 
     async def next_due_at(self) -> datetime | None:
         """When the earliest claimable row is due (a parked destination's at its next
-        probe), or None."""
-        async with self._pool.acquire() as conn:
-            return await batches_store.next_due_at(
-                conn,
-                probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds),
-                concurrency=self._settings.federation_batch_concurrency,
-                in_flight=+self._in_flight,
-            )
+        probe), or None. Read again only after a claim: what changes it otherwise (a new
+        row, a finished request) wakes the worker."""
+        if not self._due_known:
+            async with self._pool.acquire() as conn:
+                self._due = await batches_store.next_due_at(
+                    conn,
+                    probe_interval=timedelta(seconds=self._settings.delivery_probe_seconds),
+                    concurrency=self._settings.federation_batch_concurrency,
+                    in_flight=+self._in_flight,
+                )
+            self._due_known = True
+        return self._due
+
+    async def _sleep(self) -> None:
+        await super()._sleep()
+        if not self._wake.is_set():  # the timer: rows may have come due anywhere
+            self._claim_all = True
 
     async def _send(self, batch: Batch) -> None:
         """Send ``batch`` (one request), record every row's outcome, wake the worker."""
@@ -262,7 +308,8 @@ class DeliveryWorker(DrainingWorker):
             log.exception("delivery to %s: the outcome was not recorded", batch.destination)
         finally:
             self._in_flight[batch.destination] -= 1
-            self.wake()
+            self._woken.add(batch.destination)  # a free slot, and perhaps rows to retry
+            self._wake.set()
 
     async def _attempt(self, row: store.OutboxRow) -> None:
         span = self._start_span(row)
@@ -480,52 +527,53 @@ class DeliveryWorker(DrainingWorker):
                 )
                 if parked:
                     await store.park_destination(conn, destination=destination, now=now)
+            # one statement each for every row's state, audit rows and sender events
+            marks: list[tuple[str, str, datetime | None, str | None]] = []
+            audits: list[dict[str, Any]] = []
             for row, outcome, reason in results:
+                next_attempt_at = None
                 if outcome == "retry":
                     delay = 0.0 if parked else backoff_seconds(row.attempts, retry_after)
-                    await store.mark_retry(
-                        conn,
-                        id=row.id,
-                        next_attempt_at=now + timedelta(seconds=delay),
-                        error=reason,
-                    )
-                    outcome = "parked" if parked else "retry"
-                elif outcome == "delivered":
-                    await store.mark_delivered(conn, id=row.id, now=now)
-                    position = (positions or {}).get(row.id)
-                    if position is not None and row.message_id is not None:
-                        await group_order.place_answered(
-                            tx,
-                            self._hub,
-                            message_id=row.message_id,
-                            destination=row.destination,
-                            position=position,
-                        )
-                else:
-                    await store.mark_failed(conn, id=row.id, now=now, error=reason)
-                    if row.message_id is not None:  # a post its group's home never took
-                        await group_order.retract_refused(
-                            tx,
-                            self._hub,
-                            message_id=row.message_id,
-                            destination=row.destination,
-                            reason=reason,
-                        )
-                await audit_store.insert_audit(
-                    conn,
-                    action="federation.outbound",
-                    details={
+                    next_attempt_at = now + timedelta(seconds=delay)
+                marks.append((row.id, outcome, next_attempt_at, reason))
+                audits.append(
+                    {
                         "method": "SendMessage",
                         "endpoint": row.endpoint,
                         "message_id": row.message_id,
                         "attempt": row.attempts,
-                        "outcome": outcome,
+                        "outcome": ("parked" if parked else "retry")
+                        if outcome == "retry"
+                        else outcome,
                         "reason": reason,
-                    },
+                    }
                 )
-                if self._hub is not None:  # the event commits with the state it reports
-                    await announce_delivery(tx, self._hub, row.id)
-                DELIVERIES.labels(outcome).inc()
+            await store.record_outcomes(conn, now=now, outcomes=marks)
+            for row, outcome, reason in results:
+                if row.message_id is None or outcome == "retry":
+                    continue
+                position = (positions or {}).get(row.id)
+                if outcome == "delivered" and position is not None:
+                    await group_order.place_answered(
+                        tx,
+                        self._hub,
+                        message_id=row.message_id,
+                        destination=row.destination,
+                        position=position,
+                    )
+                elif outcome != "delivered":  # a post its group's home never took
+                    await group_order.retract_refused(
+                        tx,
+                        self._hub,
+                        message_id=row.message_id,
+                        destination=row.destination,
+                        reason=reason,
+                    )
+            await audit_store.insert_audits(conn, action="federation.outbound", details=audits)
+            if self._hub is not None:  # the events commit with the state they report
+                await announce_deliveries(tx, self._hub, [row.id for row, _, _ in results])
+        for details in audits:
+            DELIVERIES.labels(details["outcome"]).inc()
 
 
 def _position(answer: Any) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 _log: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("statements", default=None)
+_loggers: dict[int, Any] = {}  # connections acquired with `await`: their logger until released
 
 
 class _Counted:
@@ -47,13 +48,22 @@ class _Counted:
             raw.remove_query_logger(self._record)
 
     def __await__(self) -> Any:
-        raise NotImplementedError("count statements of `async with pool.acquire()` only")
+        """``await pool.acquire()`` (a connection held across calls, released with
+        ``pool.release``, as :class:`gateway.db.SharedTransaction` does)."""
+        return self._acquired().__await__()
+
+    async def _acquired(self) -> Any:
+        conn = await self._inner
+        conn._con.add_query_logger(self._record)
+        _loggers[id(conn)] = self._record
+        return conn
 
 
 @contextlib.contextmanager
 def counting(pool: asyncpg.Pool) -> Iterator[list[str]]:
     """``with counting(pool) as statements:`` — the statements (whitespace-collapsed) that
-    connections acquired in this context sent, in order."""
+        connections acquired in this context sent, in order (``async with pool.acquire()``, or
+    ``await pool.acquire()`` until ``pool.release``)."""
     log: list[str] = []
     original = pool.acquire
 
@@ -62,10 +72,24 @@ def counting(pool: asyncpg.Pool) -> Iterator[list[str]]:
         inner = original(**kwargs)
         return _Counted(inner, current) if current is not None else inner
 
+    original_release = pool.release
+
+    async def release(conn: Any, **kwargs: Any) -> Any:
+        raw = conn._con
+        try:
+            return await original_release(conn, **kwargs)
+        finally:
+            logger = _loggers.pop(id(conn), None)
+            if logger is not None and raw is not None:
+                await asyncio.sleep(0)  # loggers are called with call_soon
+                raw.remove_query_logger(logger)
+
     token = _log.set(log)
     pool.acquire = acquire
+    pool.release = release
     try:
         yield log
     finally:
         pool.acquire = original
+        pool.release = original_release
         _log.reset(token)
