@@ -22,8 +22,15 @@ from pydantic import (
     TypeAdapter,
 )
 
-Ulid = Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
-"""A ULID in its canonical text form: 26 upper-case Crockford base32 characters (``CHAR(26)``)."""
+ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+"""The canonical text form of a ULID: 26 upper-case Crockford base32 characters, the first at
+most ``7`` (128 bits; ULID spec, "Overflow Errors"). Every id Confer issues has this form, and
+every id it is given (a path or query parameter, a body field, a peer's message) must: a
+lower-case or otherwise non-canonical spelling is invalid, never looked up or compared."""
+
+Ulid = Annotated[str, StringConstraints(pattern=ULID_PATTERN)]
+"""A ULID in its canonical text form (:data:`ULID_PATTERN`, ``CHAR(26)``)."""
+
 
 Timestamp = AwareDatetime
 """A ``TIMESTAMPTZ``: a datetime with a time zone (naive datetimes are rejected)."""

@@ -51,6 +51,7 @@ from gateway.errors import (
 )
 from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
+from gateway.routes.params import Id
 from gateway.services import a2a_rpc, cards
 from gateway.services import federation as service
 from gateway.services.a2a_push import PushRules
@@ -293,7 +294,7 @@ async def user_endpoint(username: str, request: Request, state: State, caller: C
 
 
 @router.post("/agents/{agent_id}/a2a", summary="A2A JSON-RPC endpoint of an agent", responses=_DOC)
-async def agent_endpoint(agent_id: str, request: Request, state: State, caller: Caller) -> Response:
+async def agent_endpoint(agent_id: Id, request: Request, state: State, caller: Caller) -> Response:
     """A2A 1.0 JSON-RPC for a local agent, from a signed peer or an API-key client."""
     return await _dispatch(state, caller, request, ("agents", agent_id))
 
