@@ -113,6 +113,7 @@ def _context(
         identity=state.identity,
         storage=state.storage,
         max_message_chars=state.settings.max_message_chars,
+        max_attachment_bytes=state.settings.attachment_max_bytes,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
         message_requests_default=state.settings.message_requests_default,
         peers=state.peers,
