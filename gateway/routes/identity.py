@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
-from gateway.routes import problems
+from gateway.routes import answer_head, problems
 from gateway.routes.params import Id
 from gateway.services.identity import AGENT_FACTS_SERVICE_TYPE
 from gateway.services.public_profiles import agent_profile, profile_service, user_profile
@@ -116,3 +116,6 @@ async def healthz(state: State) -> dict[str, str]:
     async with state.pool.acquire(timeout=HEALTH_ACQUIRE_SECONDS) as conn:
         await system_store.ping(conn)
     return {"status": "ok", "did": state.identity.did}
+
+
+answer_head(router, "/healthz")
