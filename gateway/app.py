@@ -32,7 +32,7 @@ from gateway.logs import RequestIdMiddleware, backends, bind_instance, startup_b
 from gateway.mcp.deps import ToolDeps
 from gateway.mcp.lazy import LazyMCP
 from gateway.metrics import InstanceCollector, RequestMetricsMiddleware, build_registry
-from gateway.middleware import BodyLimitMiddleware
+from gateway.middleware import BodyLimitMiddleware, NoSniffMiddleware
 from gateway.realtime.backends import start_hub
 from gateway.routes import (
     admin,
@@ -424,6 +424,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
     )
     app.add_middleware(RequestMetricsMiddleware)
+    app.add_middleware(NoSniffMiddleware)
     if settings.otlp_endpoint:
         app.add_middleware(TracingMiddleware, tracing=tracing)
     app.add_middleware(RequestIdMiddleware)  # outermost: error answers carry the id too

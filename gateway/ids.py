@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from ulid import ULID
+
+from models.base import ULID_PATTERN
+
+_CANONICAL = re.compile(ULID_PATTERN.removeprefix("^").removesuffix("$"))
 
 _last = 0
 
@@ -27,14 +33,10 @@ def next_after(value: str) -> str:
 
 
 def is_ulid(value: str) -> bool:
-    """True when ``value`` is a syntactically valid 26-character ULID."""
-    if len(value) != 26:
-        return False
-    try:
-        ULID.from_str(value)
-    except ValueError:
-        return False
-    return True
+    """True when ``value`` is a ULID in its canonical text form (:data:`models.base.ULID_PATTERN`:
+    26 upper-case Crockford base32 characters, the form every id Confer issues has). A
+    lower-case spelling is not: it would miss every lookup and compare wrongly as a cursor."""
+    return _CANONICAL.fullmatch(value) is not None
 
 
 def floor_at(seconds: float) -> str:

@@ -1,4 +1,5 @@
-"""ASGI middleware: a hard cap on request body size (413 problem+json, never a 500)."""
+"""ASGI middleware: a hard cap on request body size (413 problem+json, never a 500), and
+``X-Content-Type-Options: nosniff`` on every response."""
 
 from __future__ import annotations
 
@@ -68,3 +69,29 @@ class BodyLimitMiddleware:
         ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+class NoSniffMiddleware:
+    """Send ``X-Content-Type-Options: nosniff`` with every HTTP response that does not set it:
+    a browser then takes each response as the type it declares (a JSON answer or a stored file
+    is never run as a script or rendered as HTML)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_nosniff(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    message = {
+                        **message,
+                        "headers": [*headers, (b"x-content-type-options", b"nosniff")],
+                    }
+            await send(message)
+
+        await self.app(scope, receive, send_nosniff)

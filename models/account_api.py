@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StringConstraints
 
 from .agents import AgentStyle, Capability, ModelChoice, PolicyConfig
-from .base import ConferModel, Timestamp, Ulid
+from .base import ConferModel, DisplayName, Timestamp, Ulid
 
 _ULID = "01J9Z8Q6X3V5N2K7M4R1T0W8YC"
 _TIME = "2026-11-30T09:15:00Z"
@@ -97,7 +97,7 @@ class UserUpdate(ConferModel):
         }
     )
 
-    display_name: Annotated[str, StringConstraints(max_length=128)] | None = None
+    display_name: DisplayName | None = None
     avatar_url: HttpUrl | None = None
     email: Annotated[str, StringConstraints(max_length=255)] | None = None
     phone: Annotated[str, StringConstraints(max_length=32)] | None = None

@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 
 from .agents import PolicyDefault, PolicyRule
-from .base import ConferModel, StoredJson, Timestamp, Ulid
+from .base import ConferModel, DisplayName, GroupName, StoredJson, Timestamp, Ulid
 from .federation_api import DeliveryPublic
 from .messages import Citation, ContentType, Message, Translation
 from .translation import MessageLanguage
@@ -67,7 +67,7 @@ class RegisterCreate(ConferModel):
 
     username: Username
     password: Password
-    display_name: Annotated[str, StringConstraints(max_length=128)] | None = None
+    display_name: DisplayName | None = None
     device_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
         default=None,
         description="Names this device: a later login with the same id replaces its session."
@@ -220,7 +220,7 @@ class ConversationCreate(ConferModel):
     participant_did: DID | None = None
     participant_dids: list[DID] = Field(default_factory=list, max_length=1000)
     agent_did: DID | None = None
-    name: Annotated[str, StringConstraints(max_length=255)] | None = None
+    name: GroupName | None = None
 
     @model_validator(mode="after")
     def _participants_fit_the_type(self) -> ConversationCreate:
@@ -237,7 +237,7 @@ class ConversationCreate(ConferModel):
 class ConversationUpdate(ConferModel):
     """``PATCH /v1/conversations/{id}`` (admins): rename, archive (read-only) or unarchive."""
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    name: GroupName | None = None
     archived: StrictBool | None = None
 
 

@@ -22,8 +22,48 @@ from pydantic import (
     TypeAdapter,
 )
 
-Ulid = Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
-"""A ULID in its canonical text form: 26 upper-case Crockford base32 characters (``CHAR(26)``)."""
+ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+"""The canonical text form of a ULID: 26 upper-case Crockford base32 characters, the first at
+most ``7`` (128 bits; ULID spec, "Overflow Errors"). Every id Confer issues has this form, and
+every id it is given (a path or query parameter, a body field, a peer's message) must: a
+lower-case or otherwise non-canonical spelling is invalid, never looked up or compared."""
+
+Ulid = Annotated[str, StringConstraints(pattern=ULID_PATTERN)]
+"""A ULID in its canonical text form (:data:`ULID_PATTERN`, ``CHAR(26)``)."""
+
+
+def clean_name(value: str | None) -> str | None:
+    """A name fit to show, or None when nothing is left: characters that print nothing —
+    control characters (Cc), format characters (Cf: bidi controls such as U+202E, zero-width
+    characters such as U+200B), separators other than the ASCII space, unassigned and private
+    code points — are dropped, except that whitespace among them (tab, newline, U+00A0) becomes
+    a space; runs of spaces collapse to one and the ends are trimmed. Applied to every name
+    shown to other people: a local display name or group name (:data:`DisplayName`,
+    :data:`GroupName`), a peer's signed ``senderName``, profile name and group name."""
+    if not value:
+        return None
+    kept = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in value)
+    return " ".join(kept.split()) or None
+
+
+def _cleaned(value: str) -> str:
+    shown = clean_name(value)
+    if shown is None:
+        raise ValueError(
+            "must contain a visible character (control, bidi, zero-width characters and"
+            " surrounding whitespace are removed)"
+        )
+    return shown
+
+
+DisplayName = Annotated[str, StringConstraints(max_length=128), AfterValidator(_cleaned)]
+"""A person's or agent's display name as given to this instance, stored cleaned
+(:func:`clean_name`); a value with nothing left after cleaning is invalid (422)."""
+
+GroupName = Annotated[str, StringConstraints(max_length=255), AfterValidator(_cleaned)]
+"""A group's name as given to this instance, stored cleaned (:func:`clean_name`); a value with
+nothing left after cleaning is invalid (422)."""
+
 
 Timestamp = AwareDatetime
 """A ``TIMESTAMPTZ``: a datetime with a time zone (naive datetimes are rejected)."""

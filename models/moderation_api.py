@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
-from .base import ConferModel, Timestamp
+from .base import ConferModel, Timestamp, Ulid
 
 _TIME = "2026-11-30T09:15:00Z"
 _REPORT: JsonDict = {
@@ -129,7 +129,7 @@ class ReportCreate(ConferModel):
     ``user`` or a ``peer`` (by ``did``; a peer may also be an instance ``domain``)."""
 
     target_type: Literal["message", "user", "peer"]
-    message_id: str | None = Field(default=None, pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")
+    message_id: Ulid | None = None
     did: str | None = Field(default=None, max_length=255)
     domain: str | None = Field(default=None, max_length=255)
     category: ReportCategory

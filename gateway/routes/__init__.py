@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 
 from models.api import ProblemDetails
 
@@ -77,3 +78,16 @@ def install_problem_schema(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def answer_head(router: APIRouter, *paths: str) -> None:
+    """Answer ``HEAD`` like ``GET`` at ``paths`` of ``router`` (every GET route of it when none
+    are named): the same endpoint, whose body the server leaves out (RFC 9110 §9.3.2). FastAPI
+    routes answer only the methods they list, so a monitor's or a browser's HEAD would be 405.
+    The HEAD routes stay out of the OpenAPI document. Call it after the GET routes are added."""
+    for route in list(router.routes):
+        if not isinstance(route, APIRoute) or "GET" not in (route.methods or ()):
+            continue
+        if paths and route.path not in paths:
+            continue
+        router.add_api_route(route.path, route.endpoint, methods=["HEAD"], include_in_schema=False)

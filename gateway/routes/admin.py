@@ -15,6 +15,7 @@ from gateway.deps import Current, State
 from gateway.errors import AdminRequiredError
 from gateway.federation_auth import client_ip
 from gateway.routes import problems
+from gateway.routes.params import Id, id_query
 from gateway.services import admin
 from gateway.services.accounts import Authenticated
 from gateway.store import accounts as accounts_store
@@ -34,8 +35,6 @@ from models.admin_api import (
 from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 from models.notification_api import AdminPasswordReset, AdminPasswordSet
 
-_ULID = r"^[0-9A-HJKMNP-TV-Z]{26}$"
-
 
 async def require_admin(current: Current, state: State) -> Authenticated:
     """The caller, if an admin. Raises AdminRequiredError (403)."""
@@ -47,7 +46,7 @@ async def require_admin(current: Current, state: State) -> Authenticated:
 
 Admin = Annotated[Authenticated, Depends(require_admin)]
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size."), DIGITS_ONLY]
-Before = Annotated[str | None, Query(pattern=_ULID, description="Cursor: ids below this one.")]
+Before = Annotated[str | None, id_query("Cursor: ids below this one")]
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=problems(401, 403, 422))
 
@@ -68,14 +67,14 @@ async def list_users(
 
 
 @router.get("/users/{user_id}", summary="One user", responses=problems(404))
-async def get_user(user_id: str, _: Admin, state: State) -> AdminUserPublic:
+async def get_user(user_id: Id, _: Admin, state: State) -> AdminUserPublic:
     """A user's account state."""
     return await admin.get_user(state.pool, user_id=user_id)
 
 
 @router.post("/users/{user_id}/disable", summary="Disable a user", responses=problems(404, 409))
 async def disable_user(
-    user_id: str, data: DisableCreate, current: Admin, request: Request, state: State
+    user_id: Id, data: DisableCreate, current: Admin, request: Request, state: State
 ) -> AdminUserPublic:
     """Disable the account: every session is revoked and login is refused (403)."""
     return await admin.set_disabled(
@@ -91,7 +90,7 @@ async def disable_user(
 
 @router.post("/users/{user_id}/enable", summary="Re-enable a user", responses=problems(404))
 async def enable_user(
-    user_id: str, current: Admin, request: Request, state: State
+    user_id: Id, current: Admin, request: Request, state: State
 ) -> AdminUserPublic:
     """Allow the account to log in again."""
     return await admin.set_disabled(
@@ -107,7 +106,7 @@ async def enable_user(
 
 @router.put("/users/{user_id}/password", summary="Set a user's password", responses=problems(404))
 async def set_password(
-    user_id: str, data: AdminPasswordSet, current: Admin, request: Request, state: State
+    user_id: Id, data: AdminPasswordSet, current: Admin, request: Request, state: State
 ) -> AdminPasswordReset:
     """Replace the user's password; every session of theirs ends at once (audited
     `admin.password_set`)."""
@@ -124,7 +123,7 @@ async def set_password(
     responses=problems(404),
 )
 async def reset_password(
-    user_id: str, current: Admin, request: Request, state: State
+    user_id: Id, current: Admin, request: Request, state: State
 ) -> AdminPasswordReset:
     """End every session of the user and issue a one-time reset token (returned, and mailed
     to the user when SMTP is set and the account has an address); the user sets a new password
@@ -140,7 +139,7 @@ async def reset_password(
 async def list_sessions(
     _: Admin,
     state: State,
-    user_id: Annotated[str | None, Query(pattern=_ULID)] = None,
+    user_id: Annotated[str | None, id_query("Only this user's")] = None,
 ) -> AdminSessionList:
     """Live device sessions of everyone, or of one user (at most 500, newest first)."""
     return await admin.list_sessions(state.pool, state.clock, user_id=user_id)
@@ -150,7 +149,7 @@ async def list_sessions(
 async def read_audit(
     _: Admin,
     state: State,
-    user_id: Annotated[str | None, Query(pattern=_ULID)] = None,
+    user_id: Annotated[str | None, id_query("Only this user's")] = None,
     action: Annotated[
         str | None, Query(max_length=64, description="Exact action, or a prefix ending in *.")
     ] = None,

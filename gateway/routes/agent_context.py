@@ -8,8 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from gateway.deps import Current, State
-from gateway.errors import ValidationFailedError
-from gateway.ids import is_ulid
+from gateway.routes.params import Id
 from models.context import AssembledContext
 
 router = APIRouter(tags=["memory"])
@@ -24,7 +23,7 @@ router = APIRouter(tags=["memory"])
     },
 )
 async def agent_context(
-    conversation_id: str,
+    conversation_id: Id,
     current: Current,
     state: State,
     audience: Annotated[Literal["owner", "others"], Query()] = "owner",
@@ -34,8 +33,6 @@ async def agent_context(
     `audience=others` shows what the agent sees when it answers someone else (a group member,
     a peer): no memories and no ambient context. Looking does not count as using: memory use
     counts do not change."""
-    if not is_ulid(conversation_id):
-        raise ValidationFailedError(f"{conversation_id!r} is not a conversation id (ULID)")
     return await state.context.runtime.inspect(
         current.user, conversation_id, for_owner=audience == "owner"
     )

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from gateway.deps import Current, State
 from gateway.federation_auth import client_ip
 from gateway.routes import problems
+from gateway.routes.params import Id
 from gateway.services import agent_settings
 from models import Agent
 from models.account_api import AgentUpdate
@@ -67,7 +68,7 @@ async def patch_my_agent(
 @router.get(
     "/v1/agents/{agent_id}", summary="One of my agents", responses={**_OK, **problems(401, 404)}
 )
-async def get_agent(agent_id: str, current: Current, state: State) -> Agent:
+async def get_agent(agent_id: Id, current: Current, state: State) -> Agent:
     """One of the caller's agents by id (404 for anyone else's)."""
     async with state.pool.acquire() as conn:
         return await agent_settings.get_own_agent(conn, user_id=current.user.id, agent_id=agent_id)
@@ -79,7 +80,7 @@ async def get_agent(agent_id: str, current: Current, state: State) -> Agent:
     responses={**_OK, **problems(401, 404, 422)},
 )
 async def patch_agent(
-    agent_id: str, data: AgentUpdate, current: Current, request: Request, state: State
+    agent_id: Id, data: AgentUpdate, current: Current, request: Request, state: State
 ) -> Agent:
     """Same as `PATCH /v1/agents/me`, for an agent chosen by id."""
     return await agent_settings.update_own_agent(

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from gateway.deps import Current, State
+from gateway.routes.params import Id
 from gateway.services import api_keys as service
 from models.federation_api import ApiKeyCreate, ApiKeyIssued, ApiKeyPublic
 
@@ -32,6 +33,6 @@ async def list_api_keys(current: Current, state: State) -> list[ApiKeyPublic]:
 
 
 @router.delete("/v1/api-keys/{key_id}", summary="Revoke an API key", responses=_ERRORS)
-async def revoke_api_key(key_id: str, current: Current, state: State) -> ApiKeyPublic:
+async def revoke_api_key(key_id: Id, current: Current, state: State) -> ApiKeyPublic:
     """Revoke a key at once: A2A calls with it get 401 ``api_key_invalid``."""
     return await service.revoke(state.pool, state.clock, current.user, key_id)

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from did.web import instance_did
 from gateway.deps import Current, State
 from gateway.federation_auth import SignedFetch
-from gateway.routes.conversations import checked_id
+from gateway.routes.params import Id
 from gateway.services import attachments as service
 from gateway.storage import opened
 from models.api import AttachmentPublic
@@ -57,13 +57,13 @@ async def upload_attachment(
     response_class=StreamingResponse,
 )
 async def download_attachment(
-    attachment_id: str, current: Current, state: State
+    attachment_id: Id, current: Current, state: State
 ) -> StreamingResponse:
     """The file, for its uploader or the participants of its message's conversation, streamed
     through the gateway from whichever storage holds it (never a redirect to the store). A file
     a peer sent answers 409 ``attachment_pending`` until it is fetched from the sender's
     instance, and 409 ``attachment_unavailable`` when that failed for good."""
-    row = await service.get_for_download(state.pool, current.user, checked_id(attachment_id))
+    row = await service.get_for_download(state.pool, current.user, attachment_id)
     assert row.storage_url is not None
     return StreamingResponse(
         await opened(state.storage, row.storage_url),
@@ -89,15 +89,13 @@ async def download_attachment(
     },
     response_class=StreamingResponse,
 )
-async def fetch_attachment(
-    attachment_id: str, peer: SignedFetch, state: State
-) -> StreamingResponse:
+async def fetch_attachment(attachment_id: Id, peer: SignedFetch, state: State) -> StreamingResponse:
     """The bytes of a ``file`` message's attachment, for an instance that received the message:
     the GET must be signed (RFC 9421 §3.1, covering ``@method @authority @path @query``) by a
     key of an instance with a participant in the message's conversation. The receiver checks
     the bytes against the SHA-256 the message declared."""
     signer = instance_did(peer.peer.did)
-    row = await service.get_for_instance(state.pool, signer, checked_id(attachment_id))
+    row = await service.get_for_instance(state.pool, signer, attachment_id)
     assert row.storage_url is not None
     return StreamingResponse(
         await opened(state.storage, row.storage_url),

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
+from gateway.routes.params import Id
 from gateway.services import cards, public_profiles
 from gateway.store import public_agents as store
 from gateway.store import users as users_store
@@ -57,7 +58,7 @@ async def instance_card(request: Request, state: State) -> Response:
     summary="A public agent's A2A Agent Card",
     responses={404: {"description": "No such public agent"}},
 )
-async def agent_card(agent_id: str, request: Request, state: State) -> Response:
+async def agent_card(agent_id: Id, request: Request, state: State) -> Response:
     """A2A 1.0 card of a public agent (its JSON-RPC interface, skills, auth)."""
     agent = await _public_agent(state, agent_id)
     max_age = state.settings.signature_max_age_seconds
@@ -72,7 +73,7 @@ async def agent_card(agent_id: str, request: Request, state: State) -> Response:
     summary="A public agent's NANDA AgentFacts",
     responses={404: {"description": "No such public agent"}},
 )
-async def agent_facts(agent_id: str, request: Request, state: State) -> Response:
+async def agent_facts(agent_id: Id, request: Request, state: State) -> Response:
     """NANDA AgentFacts (agentfacts-format v1) of a public agent."""
     agent = await _public_agent(state, agent_id)
     return _cached(request, cards.agent_facts(state.identity, agent))
@@ -98,7 +99,7 @@ async def user_profile(username: str, request: Request, state: State) -> Respons
     summary="An agent's public profile",
     responses={404: {"description": "No such agent"}},
 )
-async def agent_profile(agent_id: str, request: Request, state: State) -> Response:
+async def agent_profile(agent_id: Id, request: Request, state: State) -> Response:
     """The name and avatar an agent shows to other instances, with an ETag."""
     async with state.pool.acquire() as conn:
         agent = await users_store.get_agent(conn, id=agent_id)

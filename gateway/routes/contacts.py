@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from gateway.deps import Current, State
+from gateway.routes.params import Id
 from gateway.services import contacts as service
 from models.api import ContactCreate, ContactPublic, ContactUpdate
 
@@ -38,14 +39,14 @@ async def list_contacts(
 
 
 @router.get("/v1/contacts/{contact_id}", summary="One contact", responses=_ERRORS)
-async def get_contact(contact_id: str, current: Current, state: State) -> ContactPublic:
+async def get_contact(contact_id: Id, current: Current, state: State) -> ContactPublic:
     """One of the caller's contacts."""
     return await service.get_contact(state.pool, current.user, contact_id)
 
 
 @router.patch("/v1/contacts/{contact_id}", summary="Update a contact", responses=_ERRORS)
 async def update_contact(
-    contact_id: str, data: ContactUpdate, current: Current, state: State
+    contact_id: Id, data: ContactUpdate, current: Current, state: State
 ) -> ContactPublic:
     """Change alias, tags, pinned, muted, trust level or policy overrides (fields sent only)."""
     return await service.update_contact(state.pool, current.user, contact_id, data)
@@ -54,7 +55,7 @@ async def update_contact(
 @router.delete(
     "/v1/contacts/{contact_id}", status_code=204, summary="Remove a contact", responses=_ERRORS
 )
-async def remove_contact(contact_id: str, current: Current, state: State) -> Response:
+async def remove_contact(contact_id: Id, current: Current, state: State) -> Response:
     """Remove a contact; its conversations stay."""
     await service.remove_contact(state.pool, current.user, contact_id)
     return Response(status_code=204)

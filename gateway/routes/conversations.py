@@ -7,9 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from gateway.deps import Current, State, group_deps
-from gateway.errors import ValidationFailedError
-from gateway.ids import is_ulid
 from gateway.routes import problems
+from gateway.routes.params import Id, id_query
 from gateway.services import conversations as service
 from gateway.services import participants
 from gateway.services.unread import cache_of
@@ -66,21 +65,13 @@ async def list_conversations(
     )
 
 
-def checked_id(conversation_id: str, what: str = "a conversation id") -> str:
-    """``conversation_id`` when it is a ULID; ValidationFailedError (422, naming ``what`` the
-    value should have been) otherwise."""
-    if not is_ulid(conversation_id):
-        raise ValidationFailedError(f"{conversation_id!r} is not {what} (ULID)")
-    return conversation_id
-
-
 @router.get("/v1/conversations/{conversation_id}", summary="One conversation", responses=_ERRORS)
 async def get_conversation(
-    conversation_id: str, current: Current, state: State
+    conversation_id: Id, current: Current, state: State
 ) -> ConversationPublic:
     """A conversation the caller takes part in."""
     return await service.get_conversation(
-        state.pool, current.user, checked_id(conversation_id), cache_of(state)
+        state.pool, current.user, conversation_id, cache_of(state)
     )
 
 
@@ -91,7 +82,7 @@ async def get_conversation(
     responses=_ERRORS,
 )
 async def post_message(
-    conversation_id: str,
+    conversation_id: Id,
     data: MessageCreate,
     current: Current,
     state: State,
@@ -112,7 +103,7 @@ async def post_message(
         state.hub,
         state.agent_queue,
         current.user,
-        checked_id(conversation_id),
+        conversation_id,
         data,
         idempotency_key=idempotency_key,
         message_requests_default=state.settings.message_requests_default,
@@ -126,29 +117,25 @@ async def post_message(
     summary="Every participant's read state",
     responses=_ERRORS,
 )
-async def read_states(conversation_id: str, current: Current, state: State) -> ReadStateList:
+async def read_states(conversation_id: Id, current: Current, state: State) -> ReadStateList:
     """How far each participant has read and how many messages from others it has not read
     yet (at most 1000), in join order; a remote member's as its read receipts reached this
     instance."""
-    return await service.read_states(state.pool, current.user, checked_id(conversation_id))
+    return await service.read_states(state.pool, current.user, conversation_id)
 
 
 @router.get(
     "/v1/conversations/{conversation_id}/messages", summary="List messages", responses=_ERRORS
 )
 async def list_messages(
-    conversation_id: str,
+    conversation_id: Id,
     current: Current,
     state: State,
-    before: Annotated[
-        str | None, Query(max_length=26, description="Return messages older than this id")
-    ] = None,
+    before: Annotated[str | None, id_query("Return messages older than this message id")] = None,
     limit: Annotated[int, Query(ge=1, le=200), DIGITS_ONLY] = 50,
 ) -> MessagePage:
     """Messages newest first; follow ``next_before`` for older pages."""
-    if before is not None:
-        checked_id(before, "a message id")
     items, next_before = await service.list_messages(
-        state.pool, current.user, checked_id(conversation_id), before=before, limit=limit
+        state.pool, current.user, conversation_id, before=before, limit=limit
     )
     return MessagePage(items=items, next_before=next_before)

@@ -51,6 +51,7 @@ from gateway.errors import (
 )
 from gateway.federation_auth import audit_rejection, client_ip
 from gateway.routes import problems
+from gateway.routes.params import Id
 from gateway.services import a2a_rpc, cards
 from gateway.services import federation as service
 from gateway.services.a2a_push import PushRules
@@ -112,6 +113,7 @@ def _context(
         identity=state.identity,
         storage=state.storage,
         max_message_chars=state.settings.max_message_chars,
+        max_attachment_bytes=state.settings.attachment_max_bytes,
         permission_ttl_seconds=state.settings.permission_ttl_seconds,
         message_requests_default=state.settings.message_requests_default,
         peers=state.peers,
@@ -293,7 +295,7 @@ async def user_endpoint(username: str, request: Request, state: State, caller: C
 
 
 @router.post("/agents/{agent_id}/a2a", summary="A2A JSON-RPC endpoint of an agent", responses=_DOC)
-async def agent_endpoint(agent_id: str, request: Request, state: State, caller: Caller) -> Response:
+async def agent_endpoint(agent_id: Id, request: Request, state: State, caller: Caller) -> Response:
     """A2A 1.0 JSON-RPC for a local agent, from a signed peer or an API-key client."""
     return await _dispatch(state, caller, request, ("agents", agent_id))
 

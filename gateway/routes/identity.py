@@ -11,7 +11,8 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import State
 from gateway.errors import NotFoundError
-from gateway.routes import problems
+from gateway.routes import answer_head, problems
+from gateway.routes.params import Id
 from gateway.services.identity import AGENT_FACTS_SERVICE_TYPE
 from gateway.services.public_profiles import agent_profile, profile_service, user_profile
 from gateway.store import system as system_store
@@ -71,7 +72,7 @@ async def user_did_document(username: str, request: Request, state: State) -> Re
 @router.get(
     "/agents/{agent_id}/did.json", summary="An agent's DID document", responses=problems(404)
 )
-async def agent_did_document(agent_id: str, request: Request, state: State) -> Response:
+async def agent_did_document(agent_id: Id, request: Request, state: State) -> Response:
     """``did:web:<host>:agents:<agent id>``: keys allowed to speak for the agent, A2A endpoint."""
     async with state.pool.acquire() as conn:
         agent = await users_store.get_agent(conn, id=agent_id)
@@ -115,3 +116,6 @@ async def healthz(state: State) -> dict[str, str]:
     async with state.pool.acquire(timeout=HEALTH_ACQUIRE_SECONDS) as conn:
         await system_store.ping(conn)
     return {"status": "ok", "did": state.identity.did}
+
+
+answer_head(router, "/healthz")

@@ -8,6 +8,7 @@ from gateway.agents.catalog import configured_providers
 from gateway.deps import Current, State
 from gateway.federation_auth import client_ip
 from gateway.routes import problems
+from gateway.routes.params import Id
 from gateway.services import llm_keys, profiles
 from models.account_api import (
     AccountDelete,
@@ -75,7 +76,7 @@ async def list_sessions(current: Current, state: State) -> SessionList:
     responses=problems(401, 404),
 )
 async def revoke_session(
-    session_id: str, current: Current, request: Request, state: State
+    session_id: Id, current: Current, request: Request, state: State
 ) -> Response:
     """End one session (its tokens stop working at once)."""
     await state.accounts.sessions.revoke(

@@ -8,8 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from gateway.deps import Current, State
-from gateway.errors import ValidationFailedError
-from gateway.ids import is_ulid
+from gateway.routes.params import Id, id_query
 from gateway.services.search import ALL_SCOPES, SearchMode
 from models.base import DIGITS_ONLY, TRUE_OR_FALSE
 from models.context import (
@@ -35,25 +34,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _id(value: str, what: str) -> str:
-    if not is_ulid(value):
-        raise ValidationFailedError(f"{value!r} is not a {what} id (ULID)")
-    return value
-
-
 @router.post(
     "/v1/agents/{agent_id}/memories", status_code=201, summary="Add a memory", responses=_ERRORS
 )
 async def create_memory(
-    agent_id: str, data: MemoryCreate, current: Current, state: State
+    agent_id: Id, data: MemoryCreate, current: Current, state: State
 ) -> MemoryRow:
     """Store a long-term memory of one of your agents (context-tables spec ``memoria``)."""
-    return await state.context.memory.create_memory(current.user, _id(agent_id, "agent"), data)
+    return await state.context.memory.create_memory(current.user, agent_id, data)
 
 
 @router.get("/v1/agents/{agent_id}/memories", summary="List memories", responses=_ERRORS)
 async def list_memories(
-    agent_id: str,
+    agent_id: Id,
     current: Current,
     state: State,
     type: MemoryType | None = None,
@@ -63,7 +56,7 @@ async def list_memories(
     """Your agent's memories, most important first."""
     return await state.context.memory.list_memories(
         current.user,
-        _id(agent_id, "agent"),
+        agent_id,
         type=type,
         include_expired=include_expired,
         limit=limit,
@@ -71,23 +64,19 @@ async def list_memories(
 
 
 @router.get("/v1/agents/{agent_id}/memories/{memory_id}", summary="One memory", responses=_ERRORS)
-async def get_memory(agent_id: str, memory_id: str, current: Current, state: State) -> MemoryRow:
+async def get_memory(agent_id: Id, memory_id: Id, current: Current, state: State) -> MemoryRow:
     """One memory of your agent."""
-    return await state.context.memory.get_memory(
-        current.user, _id(agent_id, "agent"), _id(memory_id, "memory")
-    )
+    return await state.context.memory.get_memory(current.user, agent_id, memory_id)
 
 
 @router.patch(
     "/v1/agents/{agent_id}/memories/{memory_id}", summary="Change a memory", responses=_ERRORS
 )
 async def update_memory(
-    agent_id: str, memory_id: str, data: MemoryUpdate, current: Current, state: State
+    agent_id: Id, memory_id: Id, data: MemoryUpdate, current: Current, state: State
 ) -> MemoryRow:
     """Change the fields you send."""
-    return await state.context.memory.update_memory(
-        current.user, _id(agent_id, "agent"), _id(memory_id, "memory"), data
-    )
+    return await state.context.memory.update_memory(current.user, agent_id, memory_id, data)
 
 
 @router.delete(
@@ -96,11 +85,9 @@ async def update_memory(
     summary="Forget a memory",
     responses=_ERRORS,
 )
-async def delete_memory(agent_id: str, memory_id: str, current: Current, state: State) -> None:
+async def delete_memory(agent_id: Id, memory_id: Id, current: Current, state: State) -> None:
     """Delete a memory for good."""
-    await state.context.memory.delete_memory(
-        current.user, _id(agent_id, "agent"), _id(memory_id, "memory")
-    )
+    await state.context.memory.delete_memory(current.user, agent_id, memory_id)
 
 
 @router.post(
@@ -124,42 +111,38 @@ async def list_knowledge(
     current: Current,
     state: State,
     category: Annotated[str | None, Query(max_length=50)] = None,
-    agent_id: Annotated[
-        str | None, Query(max_length=26, description="Only entries this agent may read")
-    ] = None,
+    agent_id: Annotated[str | None, id_query("Only entries this agent may read")] = None,
     limit: Annotated[int, Query(ge=1, le=500), DIGITS_ONLY] = 100,
 ) -> list[KnowledgeRow]:
     """Your knowledge base by priority."""
     return await state.context.memory.list_knowledge(
         current.user,
         category=category,
-        agent_id=_id(agent_id, "agent") if agent_id else None,
+        agent_id=agent_id or None,
         limit=limit,
     )
 
 
 @router.get("/v1/knowledge/{entry_id}", summary="One knowledge entry", responses=_ERRORS)
-async def get_knowledge(entry_id: str, current: Current, state: State) -> KnowledgeRow:
+async def get_knowledge(entry_id: Id, current: Current, state: State) -> KnowledgeRow:
     """One entry of your knowledge base."""
-    return await state.context.memory.get_knowledge(current.user, _id(entry_id, "knowledge"))
+    return await state.context.memory.get_knowledge(current.user, entry_id)
 
 
 @router.patch("/v1/knowledge/{entry_id}", summary="Change knowledge", responses=_ERRORS)
 async def update_knowledge(
-    entry_id: str, data: KnowledgeUpdate, current: Current, state: State
+    entry_id: Id, data: KnowledgeUpdate, current: Current, state: State
 ) -> KnowledgeRow:
     """Change the fields you send; content identical to another entry is a 409."""
-    return await state.context.memory.update_knowledge(
-        current.user, _id(entry_id, "knowledge"), data
-    )
+    return await state.context.memory.update_knowledge(current.user, entry_id, data)
 
 
 @router.delete(
     "/v1/knowledge/{entry_id}", status_code=204, summary="Delete knowledge", responses=_ERRORS
 )
-async def delete_knowledge(entry_id: str, current: Current, state: State) -> None:
+async def delete_knowledge(entry_id: Id, current: Current, state: State) -> None:
     """Delete an entry for good."""
-    await state.context.memory.delete_knowledge(current.user, _id(entry_id, "knowledge"))
+    await state.context.memory.delete_knowledge(current.user, entry_id)
 
 
 @router.post(

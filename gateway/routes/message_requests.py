@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
 from gateway.deps import Current, State
 from gateway.routes import problems
+from gateway.routes.params import Id
 from gateway.services import message_requests as service
 from gateway.services.accounts import Authenticated
 from gateway.store.message_requests import MessageRequestRow
@@ -22,9 +23,6 @@ def _public(row: MessageRequestRow) -> MessageRequestPublic:
     return MessageRequestPublic.model_validate(
         {k: v for k, v in vars(row).items() if k != "user_id"}
     )
-
-
-ConversationId = Annotated[str, Path(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
 
 
 @router.get("/v1/message-requests", summary="List pending message requests")
@@ -41,9 +39,7 @@ async def list_requests(
     summary="Accept a message request",
     responses=problems(404),
 )
-async def accept(
-    conversation_id: ConversationId, current: Current, state: State
-) -> MessageRequestPublic:
+async def accept(conversation_id: Id, current: Current, state: State) -> MessageRequestPublic:
     """The conversation joins the inbox and the sender becomes a contact."""
     return await _decide(state, current, conversation_id, "accepted")
 
@@ -54,7 +50,7 @@ async def accept(
     responses=problems(404),
 )
 async def decline(
-    conversation_id: ConversationId,
+    conversation_id: Id,
     current: Current,
     state: State,
     block: Annotated[
@@ -70,7 +66,7 @@ async def decline(
 async def _decide(
     state: State,
     current: Authenticated,
-    conversation_id: str,
+    conversation_id: Id,
     decision: Literal["accepted", "declined"],
     block: bool = False,
 ) -> MessageRequestPublic:

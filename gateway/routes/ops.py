@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from gateway import migrations
 from gateway.deps import State
 from gateway.errors import AuthenticationError, NotFoundError
+from gateway.routes import answer_head
 from gateway.state import AppState
 from gateway.store import system as system_store
 
@@ -110,3 +111,6 @@ async def readyz(state: State) -> JSONResponse:
         body = {"status": "unavailable", "failed": failed, "checks": checks}
         return JSONResponse(body, status_code=503, headers=_NO_STORE)
     return JSONResponse({"status": "ready", "checks": checks}, headers=_NO_STORE)
+
+
+answer_head(router, "/readyz")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from gateway.deps import Current, State, group_deps
-from gateway.routes.conversations import _ERRORS, checked_id
+from gateway.routes.conversations import _ERRORS
+from gateway.routes.params import Id
 from gateway.services import participants as service
 from models.api import (
     ConversationPublic,
@@ -24,12 +25,10 @@ router = APIRouter(tags=["conversations"])
     responses=_ERRORS,
 )
 async def update_conversation(
-    conversation_id: str, data: ConversationUpdate, current: Current, state: State
+    conversation_id: Id, data: ConversationUpdate, current: Current, state: State
 ) -> ConversationPublic:
     """Change the name and/or archive (read-only) or unarchive the conversation."""
-    return await service.update_conversation(
-        group_deps(state), current.user, checked_id(conversation_id), data
-    )
+    return await service.update_conversation(group_deps(state), current.user, conversation_id, data)
 
 
 @router.post(
@@ -39,12 +38,10 @@ async def update_conversation(
     responses=_ERRORS,
 )
 async def add_participant(
-    conversation_id: str, data: ParticipantCreate, current: Current, state: State
+    conversation_id: Id, data: ParticipantCreate, current: Current, state: State
 ) -> ConversationPublic:
     """Add a local user, a local agent or a peer agent (by DID) with a role."""
-    return await service.add_participant(
-        group_deps(state), current.user, checked_id(conversation_id), data
-    )
+    return await service.add_participant(group_deps(state), current.user, conversation_id, data)
 
 
 @router.patch(
@@ -54,8 +51,8 @@ async def add_participant(
     responses=_ERRORS,
 )
 async def update_participant(
-    conversation_id: str,
-    participant_id: str,
+    conversation_id: Id,
+    participant_id: Id,
     data: ParticipantUpdate,
     current: Current,
     state: State,
@@ -64,8 +61,8 @@ async def update_participant(
     await service.update_participant_role(
         group_deps(state),
         current.user,
-        checked_id(conversation_id),
-        checked_id(participant_id),
+        conversation_id,
+        participant_id,
         data,
     )
     return Response(status_code=204)
@@ -78,11 +75,11 @@ async def update_participant(
     responses=_ERRORS,
 )
 async def remove_participant(
-    conversation_id: str, participant_id: str, current: Current, state: State
+    conversation_id: Id, participant_id: Id, current: Current, state: State
 ) -> Response:
     """Remove a participant; they stop seeing the conversation."""
     await service.remove_participant(
-        group_deps(state), current.user, checked_id(conversation_id), checked_id(participant_id)
+        group_deps(state), current.user, conversation_id, participant_id
     )
     return Response(status_code=204)
 
@@ -93,9 +90,9 @@ async def remove_participant(
     summary="Leave a conversation",
     responses=_ERRORS,
 )
-async def leave(conversation_id: str, current: Current, state: State) -> Response:
+async def leave(conversation_id: Id, current: Current, state: State) -> Response:
     """The caller leaves; the conversation then answers them 404."""
-    await service.leave_conversation(group_deps(state), current.user, checked_id(conversation_id))
+    await service.leave_conversation(group_deps(state), current.user, conversation_id)
     return Response(status_code=204)
 
 
@@ -105,9 +102,7 @@ async def leave(conversation_id: str, current: Current, state: State) -> Respons
     responses=_ERRORS,
 )
 async def update_membership(
-    conversation_id: str, data: MembershipUpdate, current: Current, state: State
+    conversation_id: Id, data: MembershipUpdate, current: Current, state: State
 ) -> ConversationPublic:
     """``notification``: ``all``, ``mentions`` or ``none`` (for you only)."""
-    return await service.update_membership(
-        state.pool, current.user, checked_id(conversation_id), data
-    )
+    return await service.update_membership(state.pool, current.user, conversation_id, data)

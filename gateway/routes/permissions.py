@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from gateway.deps import Current, State
+from gateway.routes.params import Id
 from gateway.services import consent
 from models import PermissionRow
 from models.base import DIGITS_ONLY, TRUE_OR_FALSE
@@ -43,7 +44,7 @@ async def list_permissions(
     responses=_ERRORS,
 )
 async def decide_permission(
-    permission_id: str, data: PermissionDecisionCreate, current: Current, state: State
+    permission_id: Id, data: PermissionDecisionCreate, current: Current, state: State
 ) -> PermissionRow:
     """Allow once, allow always (reused within ``scope``) or deny; the requester is told."""
     deps = consent.Deciding(state.hub, state.agent_queue, state.task_events, state.clock)

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from gateway.deps import Current, State
 from gateway.federation_auth import client_ip
 from gateway.routes import problems
 from gateway.routes.admin import Admin, Before, Limit
+from gateway.routes.params import Id
 from gateway.services import reports as service
 from gateway.storage import attachment_storage
 from models.moderation_api import ReportCreate, ReportPage, ReportPublic, ReportResolve
 
 router = APIRouter(responses=problems(401, 422))
-
-ReportId = Annotated[str, Path(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
 
 
 @router.post(
@@ -57,7 +56,7 @@ async def list_reports(
     responses=problems(403, 404),
 )
 async def resolve_report(
-    report_id: ReportId, data: ReportResolve, current: Admin, request: Request, state: State
+    report_id: Id, data: ReportResolve, current: Admin, request: Request, state: State
 ) -> ReportPublic:
     """Dismiss, delete the message, block the peer or suspend the user; audited, and the
     reporter gets a ``report.resolved`` event."""

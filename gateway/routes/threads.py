@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from gateway.deps import Current, State
-from gateway.routes.conversations import _ERRORS, checked_id
+from gateway.routes.conversations import _ERRORS
+from gateway.routes.params import Id
 from gateway.services import threads as service
 from models import ThreadRow
 from models.api import ThreadCreate, ThreadUpdate
@@ -20,15 +21,15 @@ _THREADS = "/v1/conversations/{conversation_id}/threads"
 
 @router.post(_THREADS, status_code=201, summary="Archive a thread", responses=_ERRORS)
 async def create_thread(
-    conversation_id: str, data: ThreadCreate, current: Current, state: State
+    conversation_id: Id, data: ThreadCreate, current: Current, state: State
 ) -> ThreadRow:
     """Keep a thread on record with a title, summary and tags (409 if already archived)."""
-    return await service.create_thread(state.pool, current.user, checked_id(conversation_id), data)
+    return await service.create_thread(state.pool, current.user, conversation_id, data)
 
 
 @router.get(_THREADS, summary="List archived threads", responses=_ERRORS)
 async def list_threads(
-    conversation_id: str,
+    conversation_id: Id,
     current: Current,
     state: State,
     open_only: Annotated[bool, Query(description="Only threads not closed"), TRUE_OR_FALSE] = False,
@@ -36,15 +37,13 @@ async def list_threads(
 ) -> list[ThreadRow]:
     """Newest first."""
     return await service.list_threads(
-        state.pool, current.user, checked_id(conversation_id), open_only=open_only, limit=limit
+        state.pool, current.user, conversation_id, open_only=open_only, limit=limit
     )
 
 
 @router.patch(_THREADS + "/{thread_id}", summary="Update or close a thread", responses=_ERRORS)
 async def update_thread(
-    conversation_id: str, thread_id: str, data: ThreadUpdate, current: Current, state: State
+    conversation_id: Id, thread_id: Id, data: ThreadUpdate, current: Current, state: State
 ) -> ThreadRow:
     """Change title, summary or tags; ``{"closed": true}`` closes it."""
-    return await service.update_thread(
-        state.pool, current.user, checked_id(conversation_id), checked_id(thread_id), data
-    )
+    return await service.update_thread(state.pool, current.user, conversation_id, thread_id, data)

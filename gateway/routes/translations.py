@@ -7,8 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from gateway.deps import Current, State
-from gateway.errors import ValidationFailedError
-from gateway.ids import is_ulid
+from gateway.routes.params import Id
 from gateway.services import auto_translation
 from gateway.services.translation import translate_message
 from models.translation import AutoTranslationSetting, MessageTranslation, TranslationCreate
@@ -29,8 +28,8 @@ router = APIRouter(tags=["conversations"])
     },
 )
 async def translate(
-    conversation_id: str,
-    message_id: str,
+    conversation_id: Id,
+    message_id: Id,
     data: TranslationCreate,
     current: Current,
     state: State,
@@ -39,19 +38,12 @@ async def translate(
     """The message translated into ``to`` with your agent's ``translation`` model: 201 when
     translated now, 200 when a stored translation of the same text was reused. The original
     message is never changed."""
-    _check_ids(conversation=conversation_id, message=message_id)
     result = await translate_message(
         state.context.translator, current.user, conversation_id, message_id, data.to
     )
     if result.reused:
         response.status_code = 200
     return result
-
-
-def _check_ids(**ids: str) -> None:
-    for name, value in ids.items():
-        if not is_ulid(value):
-            raise ValidationFailedError(f"{value!r} is not a {name} id (ULID)")
 
 
 _AUTO = "/v1/conversations/{conversation_id}/auto-translation"
@@ -64,11 +56,10 @@ _AUTO_ERRORS: dict[int | str, dict[str, Any]] = {
 
 @router.put(_AUTO, summary="Turn on automatic translation", responses=_AUTO_ERRORS)
 async def put_auto_translation(
-    conversation_id: str, data: TranslationCreate, current: Current, state: State
+    conversation_id: Id, data: TranslationCreate, current: Current, state: State
 ) -> AutoTranslationSetting:
     """From now on, every new message of others in this conversation is translated into
     ``to`` with your agent's ``translation`` model; you get a ``message.translated`` event."""
-    _check_ids(conversation=conversation_id)
     setting = await auto_translation.set_language(
         state.pool, current.user, conversation_id, data.to
     )
@@ -77,10 +68,9 @@ async def put_auto_translation(
 
 @router.get(_AUTO, summary="Automatic translation setting", responses=_AUTO_ERRORS)
 async def get_auto_translation(
-    conversation_id: str, current: Current, state: State
+    conversation_id: Id, current: Current, state: State
 ) -> AutoTranslationSetting:
     """Your automatic translation language here (``language`` null when off)."""
-    _check_ids(conversation=conversation_id)
     setting = await auto_translation.get_language(state.pool, current.user, conversation_id)
     return AutoTranslationSetting.model_validate(setting)
 
@@ -88,7 +78,6 @@ async def get_auto_translation(
 @router.delete(
     _AUTO, status_code=204, summary="Turn off automatic translation", responses=_AUTO_ERRORS
 )
-async def delete_auto_translation(conversation_id: str, current: Current, state: State) -> None:
+async def delete_auto_translation(conversation_id: Id, current: Current, state: State) -> None:
     """Stop translating new messages (stored translations stay)."""
-    _check_ids(conversation=conversation_id)
     await auto_translation.clear_language(state.pool, current.user, conversation_id)

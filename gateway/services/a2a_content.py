@@ -45,7 +45,7 @@ from a2a.confer import (
 from a2a.protocol import ContentTypeNotSupportedError, InvalidParamsError, JSONRPCError, Message
 from did.errors import DIDError
 from did.web import did_to_url, instance_did
-from gateway.errors import ValidationFailedError
+from gateway.errors import PayloadTooLargeError, ValidationFailedError
 from gateway.ids import new_id
 from gateway.services.content import validate_message
 from gateway.store import attachments as attachments_store
@@ -80,12 +80,15 @@ def outbound_file(attachment: AttachmentRow) -> tuple[dict[str, Any], ConferFile
     return part, ConferFile(sizeBytes=attachment.size_bytes or 0, sha256=attachment.sha256)
 
 
-def received_file(message: Message, sender_did: str) -> IncomingFile | None:
+def received_file(message: Message, sender_did: str, max_bytes: int | None) -> IncomingFile | None:
     """The file part of a peer's ``file`` message, or None when it has none.
 
     Raises InvalidParamsError (-32602) when the part's URL is not http(s) on the host of the
     sending peer's own DID (we would sign a fetch to wherever it points) or ``confer.file``
-    is missing.
+    is missing; PayloadTooLargeError (``payload_too_large``, as a local upload over the cap)
+    when ``confer.file.sizeBytes`` is over ``max_bytes`` (``CONFER_ATTACHMENT_MAX_BYTES``;
+    None only for a message already accepted, whose fetch checks the cap again): refused on
+    arrival, not stored to fail at the fetch.
     """
     found = read_file_part(message.parts)
     confer = ConferMetadata.of(message.metadata)
@@ -101,6 +104,11 @@ def received_file(message: Message, sender_did: str) -> IncomingFile | None:
         raise InvalidParamsError("Invalid params: the file part's url is not on the sender's host")
     if confer.file is None:
         raise InvalidParamsError("Invalid params: a file part needs message.metadata.confer.file")
+    if max_bytes is not None and confer.file.sizeBytes > max_bytes:
+        raise PayloadTooLargeError(
+            f"the file part declares {confer.file.sizeBytes} bytes; files of at most"
+            f" {max_bytes} bytes are accepted"
+        )
     return IncomingFile(url, media_type, filename, confer.file.sizeBytes, confer.file.sha256)
 
 
@@ -108,7 +116,7 @@ def held_file(history_message: dict[str, Any], sender_did: str) -> IncomingFile 
     """:func:`received_file` of a request held for consent (its task's ``history[0]``, checked
     when it arrived); None when it has no usable file part (or its history was erased)."""
     try:
-        return received_file(Message.model_validate(history_message), sender_did)
+        return received_file(Message.model_validate(history_message), sender_did, None)
     except (ValidationError, JSONRPCError):
         return None
 

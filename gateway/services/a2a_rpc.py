@@ -81,7 +81,8 @@ class RpcContext:
 
     ``recipient`` is the endpoint's recipient, already admitted by the edge; None on ``/a2a``,
     where a message names its own. ``ip`` is the caller's address for the audit row.
-    ``max_message_chars`` bounds a message's text; a consent request expires
+    ``max_message_chars`` bounds a message's text, ``max_attachment_bytes`` the declared size
+    of a peer's file (``CONFER_ATTACHMENT_MAX_BYTES``); a consent request expires
     ``permission_ttl_seconds`` after ``clock.now()``. ``storage`` holds fetched files (a
     peer's delete removes them). ``peers`` resolves the remote members a group message names
     (None: only members already known join a replica); ``max_group_members`` bounds a group
@@ -104,6 +105,7 @@ class RpcContext:
     identity: Identity
     storage: AttachmentStorage
     max_message_chars: int
+    max_attachment_bytes: int
     permission_ttl_seconds: float
     message_requests_default: bool = True
     peers: PeerDirectory | None = None
@@ -289,6 +291,7 @@ async def _receive(
         params,
         ctx.ip,
         max_chars=ctx.max_message_chars,
+        max_file_bytes=ctx.max_attachment_bytes,
         pool=ctx.pool,
         hub=ctx.hub,
         queue=ctx.queue,
@@ -421,7 +424,7 @@ async def _history(ctx: RpcContext, params: SendMessageParams) -> dict[str, Any]
     if author is ctx.caller:
         raise InvalidParamsError("Invalid params: a history message names its author")
     deps = group_history.HistoryDeps(
-        ctx.pool, ctx.hub, ctx.identity, ctx.clock, ctx.max_message_chars
+        ctx.pool, ctx.hub, ctx.identity, ctx.clock, ctx.max_message_chars, ctx.max_attachment_bytes
     )
     return await group_history.receive(deps, ctx.caller, author, params, ctx.ip)
 

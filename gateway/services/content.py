@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints,
 
 from gateway.errors import ValidationFailedError
 from models.api import MessageCreate
-from models.base import unstorable
+from models.base import Ulid, unstorable
 
 MAX_JSON_BYTES = 64 * 1024
 
@@ -43,9 +43,7 @@ class PermissionRequestShape(_Shape):
     action: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     level: Literal["L1", "L2", "L3"]
     scope: dict[str, JsonValue]
-    permission_id: Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")] | None = (
-        None
-    )
+    permission_id: Ulid | None = None
 
 
 class ToolCallShape(_Shape):
@@ -61,7 +59,7 @@ class ToolResultShape(_Shape):
 
 
 class FileShape(_Shape):
-    attachment_id: Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
+    attachment_id: Ulid
     filename: Name
     mime_type: Annotated[str, StringConstraints(max_length=128)] | None = None
     size_bytes: int | None = Field(default=None, ge=0)

@@ -24,6 +24,7 @@ from gateway.errors import (
     ConferError,
     FederationAuthError,
     NotGroupMemberError,
+    PayloadTooLargeError,
     PeerBlockedError,
     RecipientNotFoundError,
 )
@@ -199,6 +200,7 @@ async def receive_message(
     ip: str | None,
     *,
     max_chars: int,
+    max_file_bytes: int,
     pool: asyncpg.Pool,
     hub: EventHub,
     queue: TaskQueue,
@@ -224,14 +226,18 @@ async def receive_message(
 
     The content is the local post's (:func:`checked_content`): every content type, stored as
     sent; content a local client could not post raises InvalidParamsError (-32602, audited)
-    before anything is written. A peer's file part gives the copy its own attachment, pending
-    until the fetch worker brings the bytes (:mod:`gateway.workers.attachment_fetch`).
+    before anything is written, and a file part declared over ``max_file_bytes``
+    PayloadTooLargeError (``payload_too_large``, audited), as a local upload over the cap. A
+    peer's file part gives the copy its own attachment, pending until the fetch worker brings
+    the bytes (:mod:`gateway.workers.attachment_fetch`).
 
     With ``shared`` (the calls of one JSON-RPC batch), that unit of work is a savepoint of the
     batch's transaction, shared with the caller's next messages into the same conversation
     (:class:`gateway.db.SharedTransaction`, keyed by caller, recipient and ``contextId``).
     """
-    content, file = await checked_content(pool, caller, recipient, params, max_chars, ip)
+    content, file = await checked_content(
+        pool, caller, recipient, params, ip, max_chars=max_chars, max_file_bytes=max_file_bytes
+    )
     text = a2a_content.policy_text(content)
     remote_id = params.message.messageId
     now = clock.now()
@@ -342,22 +348,28 @@ async def checked_content(
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
-    max_chars: int,
     ip: str | None,
+    *,
+    max_chars: int,
+    max_file_bytes: int,
 ) -> tuple[MessageCreate, a2a_content.IncomingFile | None]:
-    """The message's content as a local post (:func:`a2a_content.received_content`), and a
-    signed peer's file part (:func:`a2a_content.received_file`).
+    """The message's content as a local post (:func:`a2a_content.received_content`, text of
+    at most ``max_chars``), and a signed peer's file part (:func:`a2a_content.received_file`,
+    declared at most ``max_file_bytes``).
 
-    A refusal (InvalidParamsError -32602, ContentTypeNotSupportedError -32005) leaves a
-    ``federation.inbound.rejected`` audit row with the reason, then propagates.
+    A refusal (InvalidParamsError -32602, ContentTypeNotSupportedError -32005,
+    PayloadTooLargeError ``payload_too_large``) leaves a ``federation.inbound.rejected`` audit
+    row with the reason, then propagates.
     """
     via = "api" if caller.peer is None else None
     try:
         content = a2a_content.received_content(params.message, max_chars, via=via)
         if caller.peer is None or content.content_type != "file":
             return content, None
-        return content, a2a_content.received_file(params.message, caller.peer.peer.did)
-    except JSONRPCError as exc:
+        return content, a2a_content.received_file(
+            params.message, caller.peer.peer.did, max_file_bytes
+        )
+    except (JSONRPCError, PayloadTooLargeError) as exc:
         async with pool.acquire() as conn:
             await audit_store.insert_audit(
                 conn,
@@ -367,8 +379,8 @@ async def checked_content(
                     "method": "SendMessage",
                     "caller": caller.ref,
                     "remote_message_id": params.message.messageId,
-                    "code": exc.code,
-                    "detail": exc.message[:500],
+                    "code": exc.code if isinstance(exc, JSONRPCError) else exc.wire_code,
+                    "detail": (exc.message if isinstance(exc, JSONRPCError) else exc.detail)[:500],
                 },
                 ip_address=ip,
             )

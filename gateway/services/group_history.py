@@ -63,13 +63,15 @@ a client reads its messages again."""
 @dataclass(frozen=True)
 class HistoryDeps:
     """What taking history uses: the pool, the event hub, our identity, the clock (no
-    ``createdAt`` in the future) and the longest text a message may have."""
+    ``createdAt`` in the future), the longest text a message may have and the largest file
+    (declared size) it may carry."""
 
     pool: asyncpg.Pool
     hub: EventHub
     identity: Identity
     clock: Clock
     max_chars: int
+    max_file_bytes: int
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def _checked(
         raise InvalidParamsError("Invalid params: a history message's messageId is the home's id")
     content = a2a_content.received_content(params.message, deps.max_chars)
     file = (
-        a2a_content.received_file(params.message, signer)
+        a2a_content.received_file(params.message, signer, deps.max_file_bytes)
         if content.content_type == "file"
         else None
     )

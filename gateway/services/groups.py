@@ -45,6 +45,7 @@ from gateway.store import peers as peers_store
 from gateway.store import users as users_store
 from gateway.store.conversations import ParticipantRef
 from models import ParticipantRole, PeerAgentRow
+from models.base import clean_name
 
 MAX_RESOLVED_MEMBERS = 32
 """How many unknown member DIDs one group message may make us resolve (a bound on the work
@@ -151,10 +152,23 @@ async def group_conversation(
     return conversation_id
 
 
+MAX_GROUP_NAME_CHARS = 255
+"""The longest group name kept (a local group's limit, ``conversations.name``)."""
+
+
+def group_name(claim: ConferConversation) -> str | None:
+    """The name a home's group ``claim`` gives, cleaned like a local group name
+    (:func:`models.base.clean_name`: no control, bidi or zero-width characters, whitespace
+    collapsed) and cut to :data:`MAX_GROUP_NAME_CHARS`; None when it names none or nothing
+    is left (the replica keeps its name)."""
+    shown = clean_name(claim.name)
+    return shown[:MAX_GROUP_NAME_CHARS].rstrip() if shown else None
+
+
 async def _new_replica(conn: asyncpg.Connection, claim: ConferConversation, created_by: str) -> str:
     """Create the local conversation mirroring the home's group ``claim``; returns its id."""
     conversation = await conv_store.insert_conversation(
-        conn, type="group", name=claim.name, created_by=created_by
+        conn, type="group", name=group_name(claim), created_by=created_by
     )
     await groups_store.insert_replica(
         conn,
@@ -184,9 +198,10 @@ async def _follow_home(
         conn, conversation_id=conversation_id, members=claim.members
     )
     kind = await groups_store.get_conversation_kind(conn, conversation_id=conversation_id)
-    if claim.name is not None and kind is not None and kind[1] != claim.name:
+    name = group_name(claim)
+    if name is not None and kind is not None and kind[1] != name:
         await conv_store.update_conversation(
-            conn, conversation_id=conversation_id, name=claim.name, archived=None
+            conn, conversation_id=conversation_id, name=name, archived=None
         )
     listed = set(claim.members)
     for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
@@ -332,9 +347,10 @@ async def apply_home_state(
         await groups_store.update_replica_members(
             conn, conversation_id=conversation_id, members=claim.members
         )
-    if claim.name is not None or claim.archived is not None:
+    name = group_name(claim)
+    if name is not None or claim.archived is not None:
         await conv_store.update_conversation(
-            conn, conversation_id=conversation_id, name=claim.name, archived=claim.archived
+            conn, conversation_id=conversation_id, name=name, archived=claim.archived
         )
     removed: list[str] = []
     for p in await conv_store.list_participants(conn, conversation_id=conversation_id):

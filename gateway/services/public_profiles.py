@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from models import Agent, User
+from models.base import clean_name
 
 PROFILE_SERVICE_TYPE = "ConferProfile"
 MAX_NAME_CHARS = 128
@@ -31,13 +32,11 @@ MAX_AVATAR_URL_CHARS = 2048
 
 
 def display_name(claimed: str | None) -> str | None:
-    """A peer's name fit to show: control characters dropped, whitespace collapsed, at most
+    """A peer's name fit to show: cleaned like every name (:func:`models.base.clean_name`:
+    control, bidi and zero-width characters dropped, whitespace collapsed and trimmed), at most
     :data:`MAX_NAME_CHARS` characters; None when nothing is left."""
-    if not claimed:
-        return None
-    kept = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in claimed)
-    shown = " ".join(kept.split())
-    return shown[:MAX_NAME_CHARS] or None
+    shown = clean_name(claimed)
+    return shown[:MAX_NAME_CHARS].rstrip() if shown else None
 
 
 def avatar_url(claimed: object) -> str | None:

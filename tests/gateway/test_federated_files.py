@@ -5,6 +5,7 @@ removes it on B. Two Confer instances on loopback, and a fake third peer."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -13,7 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+from a2a.confer import file_part
 from a2a.signatures import FETCH_COMPONENTS, sign_request
+from gateway.ids import new_id
 from gateway.storage import storage_key
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, User, next_event, run_instance
@@ -184,3 +187,63 @@ async def test_a_file_held_for_consent_is_fetched_once_approved(pair) -> None:
     response = await _download_when_settled(bob, copy_id)
     assert response.status_code == 200, response.text
     assert response.content == PAYLOAD
+
+
+def _file_rpc(peer: Any, size: int) -> bytes:
+    """A peer's ``file`` message whose file part declares ``size`` bytes."""
+    content_json = {"attachment_id": new_id(), "filename": "big.bin", "size_bytes": size}
+    message = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [
+            {"data": content_json, "mediaType": "application/json"},
+            file_part(f"{peer.base_url}/files/big.bin", "application/octet-stream", "big.bin"),
+        ],
+        "metadata": {
+            "confer": {
+                "sender": peer.did,
+                "contentType": "file",
+                "file": {"sizeBytes": size, "sha256": "0" * 64},
+            }
+        },
+    }
+    call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    return json.dumps(call).encode()
+
+
+async def test_a_peer_file_over_the_size_cap_is_refused_on_arrival(make_database) -> None:
+    """A file part declaring more than CONFER_ATTACHMENT_MAX_BYTES is refused when the message
+    arrives, with the problem a local upload over the cap gets (413 ``payload_too_large``),
+    and nothing is stored; one at the cap is taken (and fetched later)."""
+    cap = 1000
+    async with (
+        run_instance(await make_database(), attachment_max_bytes=cap) as b,
+        run_fake_peer() as peer,
+    ):
+        bob = await b.register("bob")
+        upload = await bob.request(
+            "POST", "/v1/attachments", files={"file": ("big.bin", b"x" * (cap + 1))}
+        )
+        assert upload.status_code == 413 and upload.json()["code"] == "payload_too_large"
+
+        url = f"{b.base_url}/users/bob/a2a"
+        body = _file_rpc(peer, cap + 1)
+        refused = await b.client.post(url, content=body, headers=peer.signed_headers(url, body))
+        assert refused.status_code == 413, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert refused.json()["code"] == "payload_too_large"
+        assert f"at most {cap} bytes" in refused.json()["detail"]
+        async with b.state.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM messages") == 0
+            assert await conn.fetchval("SELECT count(*) FROM attachments") == 0
+            audit = await conn.fetchval(
+                "SELECT details_json FROM audit_log WHERE action = 'federation.inbound.rejected'"
+            )
+        assert audit["code"] == "payload_too_large" and audit["caller"] == f"peer:{peer.did}"
+
+        body = _file_rpc(peer, cap)
+        taken = await b.client.post(url, content=body, headers=peer.signed_headers(url, body))
+        assert taken.status_code == 200 and "result" in taken.json(), taken.text
+        async with b.state.pool.acquire() as conn:
+            sizes = await conn.fetch("SELECT size_bytes FROM attachments")
+        assert [r["size_bytes"] for r in sizes] == [cap]

@@ -51,16 +51,47 @@ TIMEOUT = 45_000  # ms; federation hops on a loaded machine
 expect.set_options(timeout=TIMEOUT)
 
 
+DOCS_PAGES = ("/docs", "/redoc")
+"""Pages whose policy blocks something on purpose (ReDoc's logo from cdn.redoc.ly)."""
+
+
+def _watch_policy(page: Any, violations: list[str]) -> None:
+    """Record every Content-Security-Policy violation the client's pages report."""
+
+    def on_console(message: Any) -> None:
+        if "Content Security Policy" in message.text and urlsplit(page.url).path not in DOCS_PAGES:
+            violations.append(f"{page.url}: {message.text}")
+
+    page.on("console", on_console)
+
+
 @contextlib.asynccontextmanager
 async def chromium() -> AsyncIterator[Any]:
+    """A headless Chromium; a test fails when a page of the client breaks its
+    Content-Security-Policy (a blocked script, style, image or connection)."""
+    violations: list[str] = []
     async with playwright_api.async_playwright() as p:
         browser = await p.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
         )
+        new_page, new_context = browser.new_page, browser.new_context
+
+        async def watched_page(*args: Any, **kwargs: Any) -> Any:
+            page = await new_page(*args, **kwargs)
+            _watch_policy(page, violations)
+            return page
+
+        async def watched_context(*args: Any, **kwargs: Any) -> Any:
+            context = await new_context(*args, **kwargs)
+            context.on("page", lambda page: _watch_policy(page, violations))
+            return context
+
+        browser.new_page, browser.new_context = watched_page, watched_context
         try:
             yield browser
         finally:
             await browser.close()
+    assert violations == [], violations
 
 
 async def shot(page: Any, name: str) -> None:
