@@ -41,6 +41,7 @@ def group_deps(state: AppState) -> GroupDeps:
         state.home_link,
         state.settings.max_group_members,
         state.settings.group_backfill_messages,
+        requests_default=state.settings.message_requests_default,
     )
 
 

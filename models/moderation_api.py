@@ -106,13 +106,20 @@ class PolicyEntryCreate(ConferModel):
 
 
 class MessageRequestPublic(ConferModel):
-    """A stranger's first message held apart: its conversation, sender and state."""
+    """A stranger's first message held apart (``kind`` ``direct``), or an invitation into a
+    group homed on an instance the user does not know (``group``: ``group_name``, the home's
+    instance DID ``group_home``, and the sender is who added them): its conversation, sender
+    (``sender_name`` as the sender's instance publishes it, when known) and state."""
 
     conversation_id: str
     sender_did: str
     state: Literal["pending", "accepted", "declined"]
     created_at: Timestamp
     decided_at: Timestamp | None = None
+    kind: Literal["direct", "group"] = "direct"
+    group_name: str | None = None
+    group_home: str | None = None
+    sender_name: str | None = None
 
 
 class MessageRequestList(ConferModel):

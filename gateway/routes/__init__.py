@@ -23,6 +23,7 @@ _DESCRIPTIONS = {
     415: "Unsupported media type",
     422: "The request is well-formed but invalid (the `errors` member names the fields)",
     429: "Too many requests (see Retry-After)",
+    502: "Another instance this depends on could not be reached, or answered nonsense",
     503: "A required server setting is missing, or the database is busy (see Retry-After)",
 }
 

@@ -365,6 +365,7 @@ async def send_message(ctx: RpcContext, raw: Any) -> dict[str, Any]:
             None,
             ctx.max_group_members,
             ctx.group_backfill_messages,
+            requests_default=ctx.message_requests_default,
         )
         return await group_events.receive(deps, ctx.caller, params, ctx.ip)
     if confer.read is not None or "read" in confer.malformed:

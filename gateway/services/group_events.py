@@ -91,7 +91,9 @@ async def _event(
     if claim.home == deps.identity.did or len(claim.members) > deps.max_members:
         raise NotGroupMemberError(f"{claim.home} cannot announce group {claim.id} here")
     assert caller.peer is not None
-    applied = await participants.take_home_state(deps, claim, caller.peer.peer.id)
+    applied = await participants.take_home_state(
+        deps, claim, caller.peer.peer.id, _inviter(params, claim)
+    )
     details: dict[str, Any] = {
         "event": _event_name(params),
         "conversation_id": applied.conversation_id,
@@ -128,6 +130,17 @@ async def _audit(
             details={"caller": caller.ref, "group": claim.id[:255], **details},
             ip_address=ip,
         )
+
+
+def _inviter(params: SendMessageParams, claim: ConferConversation) -> str | None:
+    """Who made the change, as the event's ``by`` names them: a member the state lists or one
+    of the home's own (shown as whoever invited a local user the home does not know, see
+    :mod:`gateway.services.message_requests`); None for anyone else."""
+    membership = ConferMetadata.of(params.message.metadata).membership
+    by = membership.by if membership is not None else None
+    if by is None or len(by) > 255:
+        return None
+    return by if by in claim.members or by.startswith(claim.home + ":") else None
 
 
 def _event_name(params: SendMessageParams) -> str | None:

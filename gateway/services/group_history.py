@@ -6,7 +6,8 @@ history we lack (:mod:`gateway.services.group_backfill`): ``SendMessage`` calls 
 instance DID with ``metadata.confer.sender`` = the message's author (the relay trust rule,
 :func:`gateway.services.federation.relayed_author`: never one of our own users) and the home's
 id as ``messageId``. Taken only from the group's home, into a replica that exists and has the
-named ``recipients`` as participants (403 ``not_group_member`` otherwise); a recipient who
+named ``recipients`` as participants, or invited into it (held for them until they decide,
+:mod:`gateway.services.group_invitations`; 403 ``not_group_member`` otherwise); a recipient who
 blocks the home or the author is skipped, and when none is left it is refused (403
 ``peer_blocked``), as a relay is.
 
@@ -39,7 +40,7 @@ from gateway.db import Transaction, transaction
 from gateway.errors import ConferError, NotGroupMemberError
 from gateway.ids import is_ulid, new_id
 from gateway.realtime.hub import EventHub
-from gateway.services import a2a_content, federation, unread
+from gateway.services import a2a_content, federation, message_requests, unread
 from gateway.services.callers import A2ACaller
 from gateway.services.identity import Identity
 from gateway.services.participants import local_user_ids
@@ -77,7 +78,8 @@ class HistoryDeps:
 @dataclass(frozen=True)
 class _Reader:
     recipient: Recipient
-    participant_id: str
+    participant_id: str | None
+    """None: a user invited into the group who has not accepted yet (held for them)."""
 
 
 async def receive(
@@ -218,7 +220,10 @@ async def _read(
         )
         read = through or held
     for reader in readers:
-        await change_store.advance_read(conn, participant_id=reader.participant_id, message_id=read)
+        if reader.participant_id is not None:  # one invited reads it once they accept
+            await change_store.advance_read(
+                conn, participant_id=reader.participant_id, message_id=read
+            )
     tx.call_after(functools.partial(unread.invalidate, deps.hub.ephemeral, conversation_id))
     if last:
         users = await local_user_ids(conn, conversation_id)
@@ -233,8 +238,12 @@ async def _readers(
     conversation_id: str,
     confer: ConferMetadata,
 ) -> list[_Reader]:
-    """The named recipients who take part in the replica and block neither the home nor the
-    author; the first refusal raised when none is left."""
+    """The named recipients who take part in the replica (or are invited into it and have not
+    decided yet: the history is kept for them, as the group's messages are,
+    :mod:`gateway.services.message_requests`) and block neither the home nor the author; the
+    first refusal raised when none is left."""
+    assert home.peer is not None
+    home_did = home.peer.peer.did
     readers: list[_Reader] = []
     refusal: ConferError | None = None
     named = [confer.recipient] if confer.recipient else []
@@ -247,14 +256,20 @@ async def _readers(
                 else ("user", recipient.user_id)
             )
             row = await conv_store.find_participant(conn, conversation_id=conversation_id, who=who)
-            if row is None:
+            if row is None and (
+                recipient.agent_id
+                or await message_requests.admission_by_message(
+                    conn, conversation_id=conversation_id, user_id=recipient.user_id, home=home_did
+                )
+                != "held"
+            ):
                 raise NotGroupMemberError(f"{did} takes no part in the group here")
             await federation.admit(conn, home, recipient)
             await federation.admit(conn, author, recipient)
         except ConferError as exc:
             refusal = refusal or exc
             continue
-        readers.append(_Reader(recipient, row.id))
+        readers.append(_Reader(recipient, row.id if row is not None else None))
     if not readers:
         raise refusal or NotGroupMemberError("the history names no member of the group here")
     return readers

@@ -34,6 +34,7 @@ import asyncpg
 from a2a.confer import ConferConversation
 from did.errors import DIDError
 from gateway.errors import NotGroupMemberError
+from gateway.services import message_requests
 from gateway.services.peers import PeerDirectory
 from gateway.services.tasks import Recipient
 from gateway.store import conversations as conv_store
@@ -148,7 +149,14 @@ async def group_conversation(
     conversation_id = replica.conversation_id
     if from_home and await _not_older(conn, conversation_id, claim):
         await _follow_home(conn, conversation_id, claim)
-    await _join(conn, conversation_id, recipient, peer, members if from_home else [])
+    admission = await message_requests.admission_by_message(
+        conn, conversation_id=conversation_id, user_id=recipient.user_id, home=claim.home
+    )
+    if admission == "refused" or (admission == "held" and recipient.agent_id):
+        raise NotGroupMemberError(f"{recipient.did} takes no part in group {claim.id} here")
+    await _join(
+        conn, conversation_id, recipient, peer, members if from_home else [], admission == "joins"
+    )
     return conversation_id
 
 
@@ -176,6 +184,7 @@ async def _new_replica(conn: asyncpg.Connection, claim: ConferConversation, crea
         home=claim.home,
         remote_id=claim.id,
         members=claim.members,
+        roles=claim.roles,
     )
     return conversation.id
 
@@ -215,11 +224,15 @@ async def _join(
     recipient: Recipient,
     peer: PeerAgentRow,
     members: list[str],
+    with_recipient: bool = True,
 ) -> None:
-    """Make the recipient (an agent with its owner observing), the sender and every listed
-    member we know as a peer participants of the replica."""
-    wanted: list[tuple[ParticipantRef, str]] = [(_member(recipient), "member")]
-    if recipient.agent_id:
+    """Make the recipient (an agent with its owner observing; not ``with_recipient``: one
+    held apart), the sender and every listed member we know as a peer participants of the
+    replica."""
+    wanted: list[tuple[ParticipantRef, str]] = []
+    if with_recipient:
+        wanted.append((_member(recipient), "member"))
+    if with_recipient and recipient.agent_id:
         wanted.append((("user", recipient.user_id), "observer"))
     wanted.append((("peer_agent", peer.id), "member"))
     here = instance_did(recipient.did)
@@ -272,6 +285,13 @@ class Applied:
     """The event's version was not newer than the one the replica holds: nothing changed."""
     held: int = 0
     """The version of the state the replica held before (0: none recorded)."""
+    invited: frozenset[str] = frozenset()
+    """Local users the state listed who were held apart and whose invitation opens now
+    (:func:`gateway.services.message_requests.hold_invited`)."""
+    listed: frozenset[str] = frozenset()
+    """Every local user the state lists (themselves, or an agent of theirs)."""
+    home: str = ""
+    """The group's home (its instance DID)."""
 
 
 async def _local_refs(
@@ -293,7 +313,12 @@ async def _local_refs(
 
 
 async def apply_home_state(
-    conn: asyncpg.Connection, here: str, claim: ConferConversation, home_peer: str | None = None
+    conn: asyncpg.Connection,
+    here: str,
+    claim: ConferConversation,
+    home_peer: str | None = None,
+    *,
+    requests_default: bool = True,
 ) -> Applied:
     """Make our replica of the home's group what ``claim`` (a membership event's state) says.
 
@@ -311,7 +336,11 @@ async def apply_home_state(
 
     A local user who blocked the home (``home_peer``, the home instance's ``peer_agents``
     id) is not added by it, nor their agents: a blocked home cannot pull anyone into its
-    groups. Who already takes part follows the home's state (a removal still removes).
+    groups. A local user who takes no part yet and does not know the home is held apart as
+    an invitation (:func:`gateway.services.message_requests.hold_invited`, with
+    ``requests_default`` for those who never set ``privacy.message_requests``): the replica
+    exists for them, they are not added (``invited`` names those whose request the caller
+    opens). Who already takes part follows the home's state (a removal still removes).
     """
     await conv_store.lock_direct_pair(conn, f"replica:{claim.home}:{claim.id}")
     replica = await groups_store.find_replica(conn, home=claim.home, remote_id=claim.id)
@@ -323,12 +352,14 @@ async def apply_home_state(
     roles = claim.roles or {}
     wanted: dict[ParticipantRef, str] = {}
     owner_of: dict[ParticipantRef, str] = {}  # a local ref → the user it belongs to
+    listed: dict[str, set[str]] = {}  # a local user → the DIDs of theirs the state lists
     for did in dict.fromkeys(claim.members):
         if did.startswith(here + ":"):
             refs = await _local_refs(conn, here, did)
             for ref, role in refs:
                 wanted.setdefault(ref, role or roles.get(did, "member"))
                 owner_of[ref] = next(r[1] for r, _ in refs if r[0] == "user")
+                listed.setdefault(owner_of[ref], set()).add(did)
         elif (peer := await peers_store.get_peer_by_did(conn, did=did)) is not None:
             wanted[("peer_agent", peer.id)] = roles.get(did, "member")
     local_users = [ref[1] for ref in wanted if ref[0] == "user"]
@@ -338,6 +369,20 @@ async def apply_home_state(
         else set()
     )
     local_users = [u for u in local_users if u not in blocked]
+    current = (
+        await conv_store.list_participants(conn, conversation_id=replica.conversation_id)
+        if replica is not None
+        else []
+    )
+    taking_part = {p["user_id"] for p in current if p["user_id"]}
+    before = set(replica.members) if replica is not None else set()
+    holding, invited = await message_requests.hold_invited(
+        conn,
+        conversation_id=replica.conversation_id if replica is not None else None,
+        newcomers={u: not listed[u] & before for u in local_users if u not in taking_part},
+        home=claim.home,
+        default=requests_default,
+    )
     if replica is None:
         if not local_users:
             return Applied(None, [], [], False)
@@ -345,7 +390,7 @@ async def apply_home_state(
     else:
         conversation_id = replica.conversation_id
         await groups_store.update_replica_members(
-            conn, conversation_id=conversation_id, members=claim.members
+            conn, conversation_id=conversation_id, members=claim.members, roles=roles
         )
     name = group_name(claim)
     if name is not None or claim.archived is not None:
@@ -353,7 +398,7 @@ async def apply_home_state(
             conn, conversation_id=conversation_id, name=name, archived=claim.archived
         )
     removed: list[str] = []
-    for p in await conv_store.list_participants(conn, conversation_id=conversation_id):
+    for p in current:
         ref = _participant_ref(p)
         if ref not in wanted:
             await conv_store.delete_participant(conn, participant_id=p["id"])
@@ -364,8 +409,8 @@ async def apply_home_state(
             await conv_store.update_participant(conn, participant_id=p["id"], role=wanted[ref])
         del wanted[ref]
     for ref, role in wanted.items():
-        if owner_of.get(ref) in blocked:
-            continue  # they blocked the home: it does not add them
+        if owner_of.get(ref) in blocked or owner_of.get(ref) in holding:
+            continue  # they blocked the home, or it invited them: it does not add them
         added = await conv_store.insert_participant(
             conn, conversation_id=conversation_id, who=ref, role=role
         )
@@ -377,7 +422,16 @@ async def apply_home_state(
             )
     if claim.version is not None:
         await groups_store.set_version(conn, conversation_id=conversation_id, version=claim.version)
-    return Applied(conversation_id, local_users, removed, replica is None, held=held)
+    return Applied(
+        conversation_id,
+        [u for u in local_users if u not in holding],
+        removed,
+        replica is None,
+        held=held,
+        invited=frozenset(invited),
+        listed=frozenset(listed),
+        home=claim.home,
+    )
 
 
 def _participant_ref(p: dict[str, Any]) -> ParticipantRef:

@@ -37,7 +37,7 @@ from gateway.errors import (
     ValidationFailedError,
 )
 from gateway.realtime.hub import EventHub
-from gateway.services import group_backfill, groups, outbound
+from gateway.services import group_backfill, groups, message_requests, outbound
 from gateway.services.conversations import (
     check_agent_reachable,
     conversation_public,
@@ -71,8 +71,10 @@ class GroupDeps:
     """What group changes use: the pool, the event hub, our identity (its DID signs our
     groups' membership events), the peer directory (resolves added DIDs), the link to other
     instances' groups (None: a replica's changes are refused as unreachable), the member
-    cap ``CONFER_MAX_GROUP_MEMBERS`` and how much history a joining member's instance gets
-    (``CONFER_GROUP_BACKFILL_MESSAGES``, :mod:`gateway.services.group_backfill`)."""
+    cap ``CONFER_MAX_GROUP_MEMBERS``, how much history a joining member's instance gets
+    (``CONFER_GROUP_BACKFILL_MESSAGES``, :mod:`gateway.services.group_backfill`) and
+    ``CONFER_MESSAGE_REQUESTS_DEFAULT`` (whether an unknown home's invitation is held as a
+    request for a user who never said)."""
 
     pool: asyncpg.Pool
     hub: EventHub
@@ -81,6 +83,7 @@ class GroupDeps:
     home: HomeLink | None
     max_members: int
     backfill_messages: int = 0
+    requests_default: bool = True
 
 
 @dataclass(frozen=True)
@@ -260,37 +263,62 @@ async def _forward(
     if deps.home is None:
         raise GroupHomeUnreachableError("this process cannot reach other instances' groups")
     state = await deps.home.forward(user.did, replica, request)
-    await take_home_state(deps, state)
+    await take_home_state(deps, state, by=user.did)
 
 
 async def take_home_state(
-    deps: GroupDeps, claim: ConferConversation, home_peer: str | None = None
+    deps: GroupDeps,
+    claim: ConferConversation,
+    home_peer: str | None = None,
+    by: str | None = None,
 ) -> groups.Applied:
     """Make our replica what the home's ``claim`` says (:func:`groups.apply_home_state`) and
-    tell the local members: ``conversation.changed`` to those who take part,
-    ``participant.changed`` (``removed``) to those who no longer do. Returns what was done
+    tell the local members (:func:`announce_applied`). Returns what was done
     (``conversation_id`` None when none of our members is listed and there was no replica;
     ``stale`` when the claim's version was not newer than the replica's: nothing told).
     ``home_peer`` is the home's ``peer_agents`` id when its signed event brought the claim:
-    local users who blocked it are not added."""
+    local users who blocked it are not added. Local users it lists who do not know the home
+    are invited instead, by ``by`` (who made the change; else the home itself)."""
     await groups.resolve_members(deps.pool, deps.peers, claim, deps.identity.did)
     async with transaction(deps.pool) as tx:
-        applied = await groups.apply_home_state(tx.conn, deps.identity.did, claim, home_peer)
+        applied = await groups.apply_home_state(
+            tx.conn, deps.identity.did, claim, home_peer, requests_default=deps.requests_default
+        )
         if applied.conversation_id is None or applied.stale:
             return applied
-        conversation = await groups_store.get_conversation(
-            tx.conn, conversation_id=applied.conversation_id
-        )
-        assert conversation is not None
-        await _announce_conversation(tx, deps.hub, conversation, None)
-        if applied.removed_users:
-            data = {
-                "conversation_id": conversation.id,
-                "change": "removed",
-                "participant": None,
-            }
-            await hub_append_removed(tx, deps.hub, applied.removed_users, data)
+        await announce_applied(tx, deps.hub, applied, by or claim.home)
     return applied
+
+
+async def announce_applied(
+    tx: Transaction, hub: EventHub, applied: groups.Applied, inviter: str
+) -> None:
+    """Tell the local users what :func:`groups.apply_home_state` did to a replica: the
+    invitations it opened (sent by ``inviter``, :mod:`gateway.services.message_requests`) or
+    withdrew, ``conversation.changed`` to its members, ``participant.changed`` (``removed``)
+    to those who no longer take part."""
+    assert applied.conversation_id is not None
+    conversation = await groups_store.get_conversation(
+        tx.conn, conversation_id=applied.conversation_id
+    )
+    assert conversation is not None
+    await message_requests.withdraw_invitations(
+        tx, hub, conversation_id=conversation.id, listed=set(applied.listed)
+    )
+    if applied.invited:
+        await message_requests.open_invitations(
+            tx,
+            hub,
+            conversation_id=conversation.id,
+            user_ids=set(applied.invited),
+            sender_did=inviter,
+            group_name=conversation.name,
+            group_home=applied.home,
+        )
+    await _announce_conversation(tx, hub, conversation, None)
+    if applied.removed_users:
+        data = {"conversation_id": conversation.id, "change": "removed", "participant": None}
+        await hub_append_removed(tx, hub, applied.removed_users, data)
 
 
 async def hub_append_removed(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import asyncpg
 
-from models import ConversationRow
+from models import ConversationRow, ParticipantRole
 
 _WITH_DIDS = """conversation_participants p
        LEFT JOIN users u ON u.id = p.user_id
@@ -19,21 +20,27 @@ _DID = "COALESCE(u.did, a.did, pa.did)"
 @dataclass(frozen=True)
 class ReplicaRow:
     """Table ``group_replicas``: the local conversation mirroring group ``remote_id`` of the
-    home instance ``home`` (an instance DID), with the member DIDs the home last announced."""
+    home instance ``home`` (an instance DID), with the member DIDs the home last announced
+    and the roles it gave them (DID → ``admin`` / ``observer``; migration 0029)."""
 
     conversation_id: str
     home: str
     remote_id: str
     members: list[str]
+    roles: dict[str, ParticipantRole] = field(default_factory=dict)
+
+
+_ROLES: frozenset[str] = frozenset(("admin", "member", "observer"))
 
 
 def _replica(record: asyncpg.Record) -> ReplicaRow:
-    members = record["members"]
+    members, roles = record["members"], record["roles"]
     return ReplicaRow(
         record["conversation_id"],
         record["home"],
         record["remote_id"],
         [m for m in members if isinstance(m, str)] if isinstance(members, list) else [],
+        {k: v for k, v in roles.items() if v in _ROLES} if isinstance(roles, dict) else {},
     )
 
 
@@ -60,29 +67,38 @@ async def insert_replica(
     home: str,
     remote_id: str,
     members: list[str],
+    roles: Mapping[str, str] | None = None,
 ) -> ReplicaRow:
     """Record that ``conversation_id`` mirrors the home's group ``remote_id``."""
     record = await conn.fetchrow(
-        """INSERT INTO group_replicas (conversation_id, home, remote_id, members)
-           VALUES ($1, $2, $3, $4) RETURNING *""",
+        """INSERT INTO group_replicas (conversation_id, home, remote_id, members, roles)
+           VALUES ($1, $2, $3, $4, $5) RETURNING *""",
         conversation_id,
         home,
         remote_id,
         members,
+        dict(roles or {}),
     )
     assert record is not None
     return _replica(record)
 
 
 async def update_replica_members(
-    conn: asyncpg.Connection, *, conversation_id: str, members: list[str]
+    conn: asyncpg.Connection,
+    *,
+    conversation_id: str,
+    members: list[str],
+    roles: Mapping[str, str] | None = None,
 ) -> None:
-    """Replace the member list the home announced."""
+    """Replace the member list the home announced, and its roles when given (a message's
+    claim carries none: they stay as the last event set them)."""
     await conn.execute(
-        """UPDATE group_replicas SET members = $2, updated_at = NOW()
+        """UPDATE group_replicas SET members = $2, roles = COALESCE($3, roles),
+             updated_at = NOW()
            WHERE conversation_id = $1""",
         conversation_id,
         members,
+        dict(roles) if roles is not None else None,
     )
 
 

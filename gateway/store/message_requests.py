@@ -1,4 +1,5 @@
-"""``message_requests`` rows: a stranger's first message held apart (migration 0019)."""
+"""``message_requests`` rows: a stranger's first message held apart (migration 0019), and an
+invitation into a group homed on an instance the user does not know (in its replica)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,16 @@ async def get_request_and_preference(
     return request, default if preference is None else bool(preference)
 
 
+async def wants_requests(conn: asyncpg.Connection, *, user_id: str, default: bool) -> bool:
+    """The user's ``preferences.privacy.message_requests`` (``default`` when unset)."""
+    preference = await conn.fetchval(
+        """SELECT (preferences_json -> 'privacy' ->> 'message_requests')::boolean
+           FROM users WHERE id = $1""",
+        user_id,
+    )
+    return default if preference is None else bool(preference)
+
+
 def of_participant(
     row: Mapping[str, Any], *, conversation_id: str, default: bool
 ) -> tuple[MessageRequestRow | None, bool]:
@@ -99,18 +110,89 @@ async def decide(
     return MessageRequestRow(**dict(row)) if row else None
 
 
+@dataclass(frozen=True)
+class RequestListing:
+    """A request as the user's list shows it: the row, and what tells an invitation into a
+    group homed elsewhere (``kind`` ``group``: the replica's ``group_name`` and its home's
+    instance DID, ``group_home``) from a direct conversation's first message (``direct``);
+    ``sender_name`` is the name the sender's instance publishes for it."""
+
+    row: MessageRequestRow
+    kind: str
+    group_name: str | None = None
+    group_home: str | None = None
+    sender_name: str | None = None
+
+
 async def list_requests(
     conn: asyncpg.Connection, *, user_id: str, state: str, limit: int
-) -> list[MessageRequestRow]:
+) -> list[RequestListing]:
     """The user's requests in ``state``, newest first."""
     rows = await conn.fetch(
-        f"""SELECT {_COLUMNS} FROM message_requests WHERE user_id = $1 AND state = $2
-            ORDER BY created_at DESC LIMIT $3""",
+        """SELECT r.conversation_id, r.user_id, r.sender_did, r.state, r.created_at,
+                  r.decided_at, c.name, g.home,
+                  COALESCE(pp.display_name, pa.name) AS sender_name
+           FROM message_requests r
+           JOIN conversations c ON c.id = r.conversation_id
+           LEFT JOIN group_replicas g ON g.conversation_id = r.conversation_id
+           LEFT JOIN peer_agents pa ON pa.did = r.sender_did
+           LEFT JOIN peer_profiles pp ON pp.peer_id = pa.id
+           WHERE r.user_id = $1 AND r.state = $2
+           ORDER BY r.created_at DESC LIMIT $3""",
         user_id,
         state,
         limit,
     )
-    return [MessageRequestRow(**dict(r)) for r in rows]
+    listings = []
+    for r in rows:
+        values = dict(r)
+        name, home, sender_name = values.pop("name"), values.pop("home"), values.pop("sender_name")
+        row = MessageRequestRow(**values)
+        if home is None:
+            listings.append(RequestListing(row, "direct", sender_name=sender_name))
+        else:
+            listings.append(RequestListing(row, "group", name, home, sender_name))
+    return listings
+
+
+async def list_group_requests(conn: asyncpg.Connection, *, conversation_id: str) -> dict[str, str]:
+    """``{user_id: state}`` of every request in the group replica ``conversation_id``: the
+    invitations of its local users (:mod:`gateway.services.message_requests`)."""
+    rows = await conn.fetch(
+        "SELECT user_id, state FROM message_requests WHERE conversation_id = $1",
+        conversation_id,
+    )
+    return {r["user_id"]: r["state"] for r in rows}
+
+
+async def open_group_request(
+    conn: asyncpg.Connection, *, conversation_id: str, user_id: str, sender_did: str
+) -> None:
+    """Open a pending invitation into a group replica, or open a declined one again (its
+    home lists the user anew)."""
+    await conn.execute(
+        """INSERT INTO message_requests (conversation_id, user_id, sender_did)
+           VALUES ($1, $2, $3)
+           ON CONFLICT (conversation_id, user_id) DO UPDATE
+             SET state = 'pending', sender_did = EXCLUDED.sender_did, created_at = NOW(),
+                 decided_at = NULL
+             WHERE message_requests.state = 'declined'""",
+        conversation_id,
+        user_id,
+        sender_did,
+    )
+
+
+async def delete_requests(
+    conn: asyncpg.Connection, *, conversation_id: str, user_ids: list[str]
+) -> None:
+    """Forget the requests of ``user_ids`` in ``conversation_id`` (a group's home no longer
+    lists them)."""
+    await conn.execute(
+        "DELETE FROM message_requests WHERE conversation_id = $1 AND user_id = ANY($2::text[])",
+        conversation_id,
+        user_ids,
+    )
 
 
 async def held_conversations(conn: asyncpg.Connection, *, user_id: str) -> dict[str, str]:
@@ -123,17 +205,28 @@ async def held_conversations(conn: asyncpg.Connection, *, user_id: str) -> dict[
     return {r["conversation_id"]: r["state"] for r in rows}
 
 
-async def knows(conn: asyncpg.Connection, *, user_id: str, did: str) -> bool:
+async def knows(
+    conn: asyncpg.Connection, *, user_id: str, did: str, instance: bool = False
+) -> bool:
     """True when ``did`` is one of the user's contacts by their own doing: added by DID, by
     starting a conversation, or by accepting a request (``peer_contacts.added_via`` other than
-    ``inbound``, which only records that the peer wrote)."""
+    ``inbound``, which only records that the peer wrote), or one the user marked ``known`` or
+    ``trusted``; never one they blocked. With ``instance``, ``did`` is an instance DID
+    (``did:web:<host>``) and any such contact on that instance counts: the instance itself or
+    one of its users or agents (how a group's home is known, :mod:`gateway.services
+    .message_requests`)."""
     return bool(
         await conn.fetchval(
             """SELECT 1 FROM peer_contacts c JOIN peer_agents p ON p.id = c.peer_id
-               WHERE c.user_id = $1 AND p.did = $2
-                 AND c.added_via IS DISTINCT FROM 'inbound'""",
+               WHERE c.user_id = $1
+                 AND (p.did = $2 OR ($3 AND starts_with(p.did, $2 || ':')))
+                 AND (c.added_via IS DISTINCT FROM 'inbound'
+                      OR c.policy_overrides_json ->> 'trust_level' IN ('known', 'trusted'))
+                 AND (c.policy_overrides_json ->> 'trust_level') IS DISTINCT FROM 'blocked'
+               LIMIT 1""",
             user_id,
             did,
+            instance,
         )
     )
 
