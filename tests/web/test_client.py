@@ -401,8 +401,18 @@ async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> 
             )
         await send(bob, "Bob writes first")
         await expect(message(bob, "Bob writes first")).to_have_count(1)
+        # Any request from A (alice's typing, a read receipt) unparks A's destination at once,
+        # so the park alone leaves a race: bob's post is also held back until alice's is in.
+        hold = """UPDATE federation_outbox o SET next_attempt_at = {when}
+                  FROM messages m WHERE m.id = o.message_id AND m.content = 'Bob writes first'
+                    AND o.delivered_at IS NULL AND o.failed_at IS NULL
+                  RETURNING pg_notify('confer_outbox', o.destination)"""
+        async with _connection(b_db) as conn:
+            await conn.execute(hold.format(when="NOW() + interval '1 hour'"))
         await send(alice, "Alice answers before it reaches her")
         await expect(message(bob, "Alice answers before it reaches her")).to_have_count(1)
+        async with _connection(b_db) as conn:
+            await conn.execute(hold.format(when="NOW()"))
         for page in (alice, bob):
             await expect(message(page, "Bob writes first")).to_have_count(1)
             await expect(page.get_by_test_id("message").last).to_contain_text("Bob writes first")
