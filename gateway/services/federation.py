@@ -48,6 +48,7 @@ from gateway.services.identity import Identity
 from gateway.services.public_profiles import display_name
 from gateway.services.tasks import Recipient
 from gateway.services.verdicts import agent_verdict
+from gateway.store import attachments as attachments_store
 from gateway.store import audit as audit_store
 from gateway.store import contacts as contacts_store
 from gateway.store import conversations as conv_store
@@ -122,6 +123,13 @@ async def check_api_key_scope(conn: asyncpg.Connection, caller: A2ACaller, r: Re
     agent = await users_store.get_agent(conn, id=r.agent_id) if r.agent_id else None
     if agent is None or not (agent.is_public or agent.user_id == caller.api_key.user_id):
         raise ApiKeyScopeError("this API key may call its owner's agents and public agents")
+
+
+def signer_did(caller: A2ACaller) -> str:
+    """The DID whose key signed a peer's request (its ``keyid`` without the fragment): the
+    peer itself, or the group's home that relays the peer's post (:func:`relayed_author`)."""
+    assert caller.peer is not None
+    return caller.peer.keyid.split("#", 1)[0]
 
 
 def relayed_author(caller: A2ACaller, params: SendMessageParams) -> str | None:
@@ -366,8 +374,10 @@ async def checked_content(
         content = a2a_content.received_content(params.message, max_chars, via=via)
         if caller.peer is None or content.content_type != "file":
             return content, None
+        # the file is where the signer serves it: the author's instance, or for a post the
+        # group's home relays (its instance DID signs), the home's copy
         return content, a2a_content.received_file(
-            params.message, caller.peer.peer.did, max_file_bytes
+            params.message, signer_did(caller), max_file_bytes
         )
     except (JSONRPCError, PayloadTooLargeError) as exc:
         async with pool.acquire() as conn:
@@ -661,7 +671,7 @@ async def _store_message(
             message=message,
             user_id=recipient.user_id,
             file=file,
-            origin_did=caller.peer.peer.did,
+            origin_did=signer_did(caller),
         )
     return message, notify, True
 
@@ -704,7 +714,30 @@ async def _relay(
     claim = confer.conversation
     if claim is None or claim.home != groups.instance_did(recipient.did):
         return
+    if message.content_type == "file":
+        attachment = await attachments_store.get_message_attachment(conn, message_id=message.id)
+        if attachment is not None and attachment.storage_url is None:
+            return  # relayed once its bytes are here (relay_fetched): the relay carries them
     await outbound.queue_for_peers(conn, outbound.Post(message, sender_name=confer.senderName))
+
+
+async def relay_fetched(conn: asyncpg.Connection, *, message_id: str) -> bool:
+    """The file of a remote member's post in a group homed here is fetched (or failed for
+    good): queue the post's relay to the other member instances now (:func:`_relay` held it
+    back, since a relay of a file it does not hold would carry no file). True when queued;
+    nothing for any other message (a direct one, a replica's, a local author's)."""
+    message = await messages_store.get_message(conn, id=message_id)
+    if message is None or message.sender_type != "peer_agent" or message.sender_id is None:
+        return False
+    kind = await groups_store.get_conversation_kind(conn, conversation_id=message.conversation_id)
+    if kind is None or kind[0] != "group":
+        return False
+    if await groups_store.get_replica(conn, conversation_id=message.conversation_id) is not None:
+        return False
+    peer = await peers_store.get_peer(conn, id=message.sender_id)
+    name = peer.name if peer is not None else None
+    await outbound.queue_for_peers(conn, outbound.Post(message, sender_name=name))
+    return True
 
 
 async def _peer_conversation(

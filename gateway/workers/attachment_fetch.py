@@ -40,6 +40,7 @@ from gateway.clock import Clock
 from gateway.db import Pool, transaction
 from gateway.errors import PayloadTooLargeError, StorageUnavailableError
 from gateway.ids import new_id
+from gateway.services import federation
 from gateway.services.identity import Identity
 from gateway.settings import Settings
 from gateway.storage import AttachmentStorage
@@ -183,6 +184,10 @@ class AttachmentFetcher(DrainingWorker):
                 await store.update_fetch_failure(
                     tx.conn, id=row.id, error=reason or outcome, next_at=next_at
                 )
+            if next_at is None and row.message_id is not None:
+                # a remote member's post in a group homed here waited for its file: relay it
+                # now, with the file, or without it once the file failed for good
+                await federation.relay_fetched(tx.conn, message_id=row.message_id)
             await audit_store.insert_audit(
                 tx.conn,
                 action="federation.outbound",
