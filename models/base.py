@@ -47,6 +47,8 @@ def clean_name(value: str | None) -> str | None:
 
 
 def _cleaned(value: str) -> str:
+    if "\x00" in value:  # as everywhere in the API: a NUL is refused, not cleaned away
+        raise ValueError("must not contain NUL characters")
     shown = clean_name(value)
     if shown is None:
         raise ValueError(
