@@ -96,11 +96,8 @@ async def place_answered(
         log.warning("the group home at %s answered with a position that is no ULID", destination)
         return False
     conn = tx.conn
-    message = await messages_store.get_message(conn, id=message_id)
+    message = await _post_to_home(conn, message_id, destination)
     if message is None:
-        return False
-    replica = await groups_store.get_replica(conn, conversation_id=message.conversation_id)
-    if replica is None or not _is_host_of(destination, replica.home):
         return False
     placed = await messages_store.place_message(
         conn, message_id=message_id, conversation_id=message.conversation_id, position=position
@@ -126,11 +123,8 @@ async def retract_refused(
     ``message.delivery_updated``). False, and nothing changed, unless the message is a
     visible post in a replica whose home is ``destination``."""
     conn = tx.conn
-    message = await messages_store.get_message(conn, id=message_id)
+    message = await _post_to_home(conn, message_id, destination)
     if message is None:
-        return False
-    replica = await groups_store.get_replica(conn, conversation_id=message.conversation_id)
-    if replica is None or not _is_host_of(destination, replica.home):
         return False
     deleted_at = await change_store.soft_delete(conn, message_id=message_id)
     tombstone = {
@@ -149,6 +143,21 @@ async def retract_refused(
         await hub.append(tx, users, MESSAGE_DELETED, tombstone)
     log.info("post %s refused by the home at %s: taken out of the replica", message_id, destination)
     return True
+
+
+async def _post_to_home(
+    conn: asyncpg.Connection, message_id: str, destination: str
+) -> Message | None:
+    """The visible message ``message_id`` when it is in a replica whose group's home is
+    ``destination`` (an outbox row's ``host[:port]``): our member's post to that home; else
+    None."""
+    message = await messages_store.get_message(conn, id=message_id)
+    if message is None:
+        return None
+    replica = await groups_store.get_replica(conn, conversation_id=message.conversation_id)
+    if replica is None or not _is_host_of(destination, replica.home):
+        return None
+    return message
 
 
 def _is_host_of(destination: str, instance_did: str) -> bool:

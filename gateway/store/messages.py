@@ -135,6 +135,21 @@ _NEXT_AFTER = (
 """SQL for :func:`gateway.ids.next_after` of the ULID text ``{ulid}``: the last digit that is
 not ``Z`` goes one up, the ``Z``s after it become ``0``."""
 
+_CLAIM_HEAD = (
+    """
+  INSERT INTO conversation_heads AS h (conversation_id, last_message_id)
+  SELECT id, $1 FROM {source}
+  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = CASE
+    WHEN h.last_message_id < EXCLUDED.last_message_id THEN EXCLUDED.last_message_id
+    ELSE """
+    + _NEXT_AFTER.format(ulid="h.last_message_id::text")
+    + """::char(26) END
+  RETURNING last_message_id"""
+)
+"""The ``head`` step of a message's one statement: claim the candidate id ``$1`` on the
+conversation's head (the CTE ``{source}`` yields its id once its row is locked), or the id
+right after the head's when the head is not below it; returns the claimed id."""
+
 _POST = f"""
 WITH conv AS (
   SELECT c.id, c.type, c.name, c.created_by, c.created_at, c.updated_at, c.archived_at,
@@ -151,13 +166,7 @@ WITH conv AS (
   SELECT id FROM conv
   WHERE archived_at IS NULL AND role IS DISTINCT FROM 'observer'
     AND ($9::char(26) IS NULL OR EXISTS (SELECT 1 FROM reply))
-), head AS (
-  INSERT INTO conversation_heads AS h (conversation_id, last_message_id)
-  SELECT id, $1 FROM allowed
-  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = CASE
-    WHEN h.last_message_id < EXCLUDED.last_message_id THEN EXCLUDED.last_message_id
-    ELSE {_NEXT_AFTER.format(ulid="h.last_message_id::text")}::char(26) END
-  RETURNING last_message_id
+), head AS ({_CLAIM_HEAD.format(source="allowed")}
 ), stored AS (
   INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
                         content_type, content, content_json, in_reply_to,
@@ -182,13 +191,7 @@ FROM conv LEFT JOIN stored ON true"""
 _INSERT_MESSAGE = f"""
 WITH conv AS (
   SELECT id FROM conversations WHERE id = $2 FOR UPDATE
-), head AS (
-  INSERT INTO conversation_heads AS h (conversation_id, last_message_id)
-  SELECT id, $1 FROM conv
-  ON CONFLICT (conversation_id) DO UPDATE SET last_message_id = CASE
-    WHEN h.last_message_id < EXCLUDED.last_message_id THEN EXCLUDED.last_message_id
-    ELSE {_NEXT_AFTER.format(ulid="h.last_message_id::text")}::char(26) END
-  RETURNING last_message_id
+), head AS ({_CLAIM_HEAD.format(source="conv")}
 ), stored AS (
   INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
                         content_type, content, content_json, in_reply_to,
