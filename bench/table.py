@@ -248,6 +248,19 @@ def table(results: dict[str, dict[str, list[Figures]]], plan: dict[str, list[str
     return lines
 
 
+def held_sockets(results: dict[str, dict[str, list[Figures]]]) -> list[str]:
+    """A line for each memory step whose server held fewer open files than the bench had
+    connections open (its RSS per connection then counts sockets it no longer holds)."""
+    return [
+        f"note: {side}: {m['connections']:,.0f} connections open, the server held "
+        f"{m['server_open_files']:,} open files"
+        for side, runs in results["fanout"].items()
+        for figures in runs
+        for m in figures["memory"]
+        if m.get("server_open_files", m["connections"]) < m["connections"]
+    ]
+
+
 def synapse(quick: bool, timeout: float) -> list[str]:
     """Run ``bench/synapse_side_by_side.py``; its figures as Markdown lines (Synapse, Confer of
     the same run, Confer ÷ Synapse), or the sentence it exited with."""
@@ -302,6 +315,7 @@ def main(args: argparse.Namespace) -> None:
         "",
         *table(results, plan),
     ]
+    lines += held_sockets(results)
     if args.synapse:
         lines += ["", *synapse(args.quick, args.timeout)]
     print("\n" + "\n".join(lines))
