@@ -88,7 +88,7 @@ bench-synapse: $(BENCH_STAMP)
 
 ## The performance issue's table from one run: each figure before (BASELINE, another checkout,
 ## e.g. a git worktree of the commit to compare with) and after (this checkout), and after ÷
-## before; about 20 minutes, ARGS=--quick about 5, ARGS=--synapse adds Synapse side by side.
+## before; about 20 minutes, ARGS=--quick 5-10, ARGS=--synapse adds Synapse side by side.
 bench-table: $(BENCH_STAMP)
 	@if [ -z "$(BASELINE)" ]; then echo "make bench-table BASELINE=/path/to/other/checkout"; exit 2; fi
 	$(BIN)/python bench/table.py --baseline $(BASELINE) $(ARGS)

@@ -14,7 +14,7 @@ larger connection count. The benches' own output goes to
 ``bench/out/table/<bench>-<side>-<round>.log``.
 
 The full run takes about 15–25 minutes on a 2-core machine; ``--quick`` (smaller loads, fewer
-runs, the same rows: the labels say the sizes) about 5. ``--synapse`` also runs
+runs, the same rows: the labels say the sizes) 5–10. ``--synapse`` also runs
 ``bench/synapse_side_by_side.py`` (which installs Synapse into a venv of its own on first use)
 and adds Synapse's figures and Confer ÷ Synapse from that run. PostgreSQL as
 ``bench/databases.py`` picks it; the machine may be shared, so compare the ratios of one run.
@@ -328,7 +328,7 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--baseline", required=True, help="the checkout measured as 'before'")
-    parser.add_argument("--quick", action="store_true", help="smaller loads: about 5 minutes")
+    parser.add_argument("--quick", action="store_true", help="smaller loads: 5–10 minutes")
     parser.add_argument("--synapse", action="store_true", help="also run Synapse side by side")
     parser.add_argument("--json", help="also write every bench's figures to this file")
     parser.add_argument(
