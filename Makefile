@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 WEB    := gateway/static/index.html
 
-.PHONY: run test lint demo bench bench-synapse curves migrate clean web venv-check
+.PHONY: run test lint demo bench bench-synapse bench-table curves migrate clean web venv-check
 
 # The install heals itself: an interrupted first `make run` (say, during pip's self-upgrade,
 # which uninstalls the old pip before the new one is in place) leaves a venv whose pip does not
@@ -85,6 +85,13 @@ curves: $(BENCH_STAMP)
 ## `make bench`: the first run installs Synapse into its own venv, .bench/synapse-venv.
 bench-synapse: $(BENCH_STAMP)
 	$(BIN)/python bench/synapse_side_by_side.py $(ARGS)
+
+## The performance issue's table from one run: each figure before (BASELINE, another checkout,
+## e.g. a git worktree of the commit to compare with) and after (this checkout), and after ÷
+## before; about 20 minutes, ARGS=--quick 5-10, ARGS=--synapse adds Synapse side by side.
+bench-table: $(BENCH_STAMP)
+	@if [ -z "$(BASELINE)" ]; then echo "make bench-table BASELINE=/path/to/other/checkout"; exit 2; fi
+	$(BIN)/python bench/table.py --baseline $(BASELINE) $(ARGS)
 
 migrate: $(STAMP)
 	$(BIN)/confer migrate

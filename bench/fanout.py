@@ -17,7 +17,9 @@ The gateway's limits the bench goes beyond (group size, registrations from one a
 raised through its settings; the defaults stay as shipped.
 
 Both servers run as separate processes; the clients share this one (so the ratio, not the
-absolute figure, is what to compare). Loops are bounded; nothing leaves 127.0.0.1.
+absolute figure, is what to compare). ``--json FILE`` also writes the figures to ``FILE``;
+``CONFER_BENCH_CHECKOUT=DIR`` measures another checkout's code (``bench/checkout.py``). Loops
+are bounded; nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -39,15 +41,24 @@ from typing import Any
 import asyncpg
 import httpx
 import websockets
+from checkout import CHECKOUT, write_json
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "correct horse battery"
 ACCESS_TOKEN_TTL = 6 * 3600  # on a loaded machine registering 1,000 users outlasts the default
 
+# An older checkout has no ``run_server``: it is served as its ``confer serve`` served it.
 SERVER = """
-from gateway.cli import run_server
 from gateway.settings import Settings
-run_server(Settings(host="127.0.0.1"), log_level="warning", backlog=4096)
+settings = Settings(host="127.0.0.1")
+try:
+    from gateway.cli import run_server
+except ImportError:
+    import uvicorn
+    from gateway.app import create_app
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                log_level="warning", backlog=4096, ws_max_size=settings.max_body_bytes)
+else:
+    run_server(settings, log_level="warning", backlog=4096)
 """
 
 RAW_SERVER = """
@@ -98,8 +109,8 @@ async def scratch_database() -> AsyncIterator[str]:
     """A migrated scratch database on the server :func:`databases.admin_dsn` picks (the local
     one, ``CONFER_BENCH_DATABASE_URL``, or the embedded PostgreSQL on a fresh machine),
     dropped at exit; its URL is yielded."""
-    from bench.databases import admin_dsn
-    from bench.databases import scratch_database as scratch
+    from databases import admin_dsn
+    from databases import scratch_database as scratch
 
     async with scratch(admin_dsn()) as url:
         yield url
@@ -108,7 +119,7 @@ async def scratch_database() -> AsyncIterator[str]:
 @contextlib.asynccontextmanager
 async def process(code: str, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[int]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", code, *args, env={**os.environ, **(env or {})}, cwd=ROOT
+        sys.executable, "-c", code, *args, env={**os.environ, **(env or {})}, cwd=CHECKOUT
     )
     try:
         yield proc.pid
@@ -205,6 +216,13 @@ async def open_sockets(url: str, tokens: list[str], *, spread: bool = False) -> 
     return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tokens))))
 
 
+async def close_all(sockets: list[Any]) -> None:
+    """Close ``sockets`` at once. A socket nobody reads stops reading at ``max_queue`` frames
+    and so sees the server's close frame only after its close timeout (10 s): one after the
+    other, the send phase's 16 sockets took minutes against a server sending more frames."""
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -256,8 +274,7 @@ async def bench_confer_fanout(
             last = max(times) - start
             latencies.append(last * 1000)
             rates.append(len(sockets) / last)
-        for ws in sockets:
-            await ws.close()
+        await close_all(sockets)
     return {
         "p50_ms": statistics.median(latencies),
         "p99_ms": percentile(latencies, 0.99),
@@ -340,8 +357,7 @@ async def bench_send(base: str, users: list[dict[str, Any]], total: int, concurr
         start = time.perf_counter()
         await asyncio.gather(*(sender(h, cid) for h, cid in pairs))
         elapsed = time.perf_counter() - start
-        for ws in sockets:
-            await ws.close()
+        await close_all(sockets)
     return per * concurrency / elapsed
 
 
@@ -387,9 +403,11 @@ async def bench_memory(
                 "rss_before_mib": before / 1024,
                 "rss_after_mib": after / 1024,
                 "kib_per_connection": (after - before) / len(sockets),
+                # the server's open files: a socket it dropped costs it nothing
+                "server_open_files": len(os.listdir(f"/proc/{pid}/fd")),
             }
         )
-    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    await close_all(sockets)
     return results
 
 
@@ -459,6 +477,15 @@ async def main(args: argparse.Namespace) -> None:
         for m in memory
     ]
     print("\n" + "\n".join(rows))
+    write_json(
+        args.json,
+        {
+            "fanout": [{"confer": confer, "raw": raw} for confer, raw in fanouts],
+            "sends_per_s": sends,
+            "raw_inserts_per_s": inserts,
+            "memory": memory,
+        },
+    )
 
 
 def _share(confer: dict[str, Any], raw: dict[str, Any]) -> float:
@@ -474,7 +501,6 @@ def _row(label: str, result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -484,4 +510,5 @@ if __name__ == "__main__":
     parser.add_argument("--sends", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--connections", default="5000", help="e.g. 5000,10000")
+    parser.add_argument("--json", help="also write the figures to this file")
     asyncio.run(main(parser.parse_args()))

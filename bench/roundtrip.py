@@ -19,8 +19,10 @@ each instance's PostgreSQL backends spent over the load (Linux: read from ``/pro
 backends must be readable, as on one machine); ``--batches on`` (or ``off``) runs that pair only.
 
 Usage: python bench/roundtrip.py [--messages 200] [--load 1000] [--spread] [--rate R] [--cpu]
-[--batches both|on|off]   (needs CONFER_DATABASE_URL or uses the embedded PostgreSQL under
-.data/). Loopback only; bounded loops.
+[--batches both|on|off] [--json FILE]   (needs CONFER_DATABASE_URL or uses the embedded
+PostgreSQL under .data/). ``--json FILE`` also writes the figures to ``FILE``;
+``CONFER_BENCH_CHECKOUT=DIR`` measures another checkout's code (``bench/checkout.py``).
+Loopback only; bounded loops.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 import asyncpg
 import httpx
 import websockets
+from checkout import write_json
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a.signatures import parse_signature, sign_request, verify_request
@@ -224,6 +227,7 @@ async def run(
     *,
     cpu: bool = False,
     modes: str = "both",
+    json_path: str | None = None,
 ) -> None:
     settings = Settings()
     admin = settings.database_url or embedded_postgres_url(Path(".data") / "pg", stop_at_exit=True)
@@ -265,6 +269,17 @@ async def run(
         print(
             f"batches on / off: throughput x{on[0] / off[0]:.2f}, p50 latency x{on[1] / off[1]:.2f}"
         )
+    figures: dict[str, object] = {
+        "signatures_per_s": signs,
+        "verifications_per_s": verifies,
+        **{
+            f"batches_{mode}": dict(
+                zip(("messages_per_s", "p50_ms", "p99_ms", "messages", "seconds"), r, strict=True)
+            )
+            for mode, r in results.items()
+        },
+    }
+    write_json(json_path, figures)
 
 
 async def pair(
@@ -392,7 +407,16 @@ if __name__ == "__main__":
     parser.add_argument(
         "--batches", choices=("both", "on", "off"), default="both", help="which pairs to run"
     )
+    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     asyncio.run(
-        run(args.messages, args.load, args.spread, args.rate, cpu=args.cpu, modes=args.batches)
+        run(
+            args.messages,
+            args.load,
+            args.spread,
+            args.rate,
+            cpu=args.cpu,
+            modes=args.batches,
+            json_path=args.json,
+        )
     )

@@ -11,7 +11,11 @@ second, p50/p99 latency of a POST and the server process's CPU time per post (us
 from ``/proc``; PostgreSQL's own CPU is not in it). With ``--baseline`` a second checkout's
 server (same venv, its own code) runs in the same invocation, alternating ``--rounds`` times
 with this one, and the ratios are printed: the machine may be shared, so compare ratios of
-one run, not absolute figures across runs. Loops are bounded; nothing leaves 127.0.0.1.
+one run, not absolute figures across runs. (Both servers' databases are migrated and their
+users registered by the code this bench runs with; ``bench/table.py`` instead runs each
+checkout in a bench process of its own, ``CONFER_BENCH_CHECKOUT``, as ``bench/checkout.py``
+describes.) ``--json FILE`` also writes the means to ``FILE``. Loops are bounded; nothing
+leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -27,12 +31,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-sys.path.insert(0, ROOT)
-
-from fanout import (  # noqa: E402  (the bench directory is no package)
+from checkout import CHECKOUT, write_json
+from fanout import (  # the bench directory is no package: its modules are top-level here
     SERVER,
     free_port,
     open_sockets,
@@ -124,7 +124,7 @@ def _mean(results: list[dict[str, float]]) -> dict[str, float]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    checkouts = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    checkouts = {"this": str(CHECKOUT), **({"baseline": args.baseline} if args.baseline else {})}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
     for round_ in range(args.rounds):
         for name, checkout in checkouts.items():
@@ -149,6 +149,7 @@ async def main(args: argparse.Namespace) -> None:
             f"| {t['p50_ms'] / b['p50_ms']:.2f}x | {t['p99_ms'] / b['p99_ms']:.2f}x "
             f"| {t['cpu_ms_per_post'] / b['cpu_ms_per_post']:.2f}x |"
         )
+    write_json(args.json, means)
 
 
 if __name__ == "__main__":
@@ -159,4 +160,5 @@ if __name__ == "__main__":
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline", help="another checkout whose server runs alongside")
+    parser.add_argument("--json", help="also write the means per checkout to this file")
     asyncio.run(main(parser.parse_args()))

@@ -14,7 +14,9 @@ table shows p50/min/max wall seconds, the server's CPU seconds (user + system, f
 many modules ``import gateway.app`` and ``import gateway.cli`` (what ``confer serve`` loads)
 leave in ``sys.modules``. Bytecode is written under a scratch ``PYTHONPYCACHEPREFIX`` (as a
 deployment has its ``.pyc`` files) even where ``PYTHONDONTWRITEBYTECODE`` is set, and the
-checkouts themselves are not written to. Loopback only; every wait is bounded.
+checkouts themselves are not written to. ``--json FILE`` also writes the figures to ``FILE``;
+``CONFER_BENCH_CHECKOUT=DIR`` makes ``DIR`` "this checkout" (``bench/checkout.py``). Loopback
+only; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -30,12 +32,9 @@ import time
 from pathlib import Path
 
 import httpx
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.databases import admin_dsn, scratch_database  # noqa: E402
-from bench.fanout import free_port  # noqa: E402
+from checkout import CHECKOUT, write_json
+from databases import admin_dsn, scratch_database
+from fanout import free_port
 
 COUNT_MODULES = "import sys, {module}; print(len(sys.modules))"
 PYCACHE = Path(tempfile.gettempdir()) / "confer-bench-startup-pycache"
@@ -82,7 +81,7 @@ async def start_once(checkout: Path, database_url: str) -> tuple[float, float]:
         CONFER_LOG_LEVEL="warning",
         # The scratch database is at this checkout's newest revision, which an older baseline
         # does not know: it starts without the migration check (this one keeps it).
-        **({} if checkout == ROOT else {"CONFER_MIGRATE_ON_START": "false"}),
+        **({} if checkout == CHECKOUT else {"CONFER_MIGRATE_ON_START": "false"}),
     )
     url = f"http://127.0.0.1:{port}/healthz"
     started = time.perf_counter()
@@ -118,7 +117,7 @@ async def start_once(checkout: Path, database_url: str) -> tuple[float, float]:
         log.close()
 
 
-async def main(runs: int, checkouts: dict[str, Path]) -> None:
+async def main(runs: int, checkouts: dict[str, Path], json_path: str | None = None) -> None:
     wall: dict[str, list[float]] = {label: [] for label in checkouts}
     cpu: dict[str, list[float]] = {label: [] for label in checkouts}
     admin = await asyncio.to_thread(admin_dsn)
@@ -137,6 +136,7 @@ async def main(runs: int, checkouts: dict[str, Path]) -> None:
         "| CPU p50 s | modules: gateway.app | modules: gateway.cli |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
+    results: dict[str, object] = {}
     for label, checkout in checkouts.items():
         values = wall[label]
         app_modules = module_count(checkout, "gateway.app")
@@ -146,6 +146,16 @@ async def main(runs: int, checkouts: dict[str, Path]) -> None:
             f"| {max(values):.2f} | {statistics.median(cpu[label]):.2f} | {app_modules:,} "
             f"| {cli_modules:,} |"
         )
+        results[label] = {
+            "checkout": str(checkout),
+            "wall_p50_s": statistics.median(values),
+            "wall_min_s": min(values),
+            "wall_max_s": max(values),
+            "cpu_p50_s": statistics.median(cpu[label]),
+            "modules_app": app_modules,
+            "modules_cli": cli_modules,
+        }
+    write_json(json_path, results)
 
 
 if __name__ == "__main__":
@@ -154,8 +164,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline", help="another checkout to measure alongside (e.g. main)")
+    parser.add_argument("--json", help="also write the figures per checkout to this file")
     args = parser.parse_args()
-    checkouts = {"this checkout": ROOT}
+    checkouts = {"this checkout": CHECKOUT}
     if args.baseline:
         checkouts = {"baseline": Path(args.baseline).resolve(), **checkouts}
-    asyncio.run(main(args.runs, checkouts))
+    asyncio.run(main(args.runs, checkouts, args.json))

@@ -24,7 +24,8 @@ configuration, receivers joined explicitly (so Confer's message requests are off
 Matrix room has none), federation off on Synapse and unused on Confer, 20 warm-up sends first.
 Both servers are one process of their stock configuration otherwise. The machine may be shared:
 the absolute numbers are noisy, the alternation is what keeps the per-round ratio fair.
-Exit status 1 with one sentence when Synapse cannot be installed or started.
+Exit status 1 with one sentence when Synapse cannot be installed or started. ``--json FILE``
+also writes every run's figures to ``FILE`` (``bench/table.py --synapse`` reads them).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import functools
 import hashlib
 import hmac
 import itertools
+import json
 import os
 import re
 import secrets
@@ -737,6 +739,8 @@ def main(args: argparse.Namespace) -> None:
     results = asyncio.run(compare(args))
     print(f"\n{len(results)} runs in {time.perf_counter() - started:.0f} s\n")
     print(table(results, args))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": results}, indent=2) + "\n")
 
 
 def positive(text: str) -> int:
@@ -755,6 +759,7 @@ if __name__ == "__main__":
     parser.add_argument("--inflight", type=positive, default=16, help="sends in flight at once")
     parser.add_argument("--receivers", type=positive, default=50, help="fan-out receivers")
     parser.add_argument("--messages", type=positive, default=20, help="fan-out posts per round")
+    parser.add_argument("--json", help="also write every run's figures to this file")
     try:
         main(parser.parse_args())
     except RuntimeError as exc:
