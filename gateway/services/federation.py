@@ -267,14 +267,6 @@ async def receive_message(
                     conn, recipient.did, claim, remote_id, message
                 )
                 await _relay(conn, recipient, params, message)
-            await federation_store.insert_inbox(
-                conn,
-                origin_did=caller.origin,
-                remote_message_id=remote_id,
-                message_id=message.id,
-                recipient_did=recipient.did,
-                now=now,
-            )
             held = working = False
             if recipient.agent_id is not None:
                 # the agent answers a peer with a message of its own, an API-key caller in the
@@ -303,6 +295,7 @@ async def receive_message(
                 held=held,
                 working=working,
                 position=group_order.position_for_answer(recipient.did, claim, message),
+                inbox=(caller.origin, recipient.did),  # the de-duplication row, written with it
             )
             if caller.peer is not None and recipient.agent_id is None:
                 notify = await _unless_requested(
@@ -580,6 +573,7 @@ async def _open_task(
     held: bool = False,
     working: bool = False,
     position: str | None = None,
+    inbox: tuple[str, str] | None = None,
 ) -> TaskRow:
     task_id = task_id or new_id()
     if message is not None:
@@ -619,6 +613,7 @@ async def _open_task(
         if held or position
         else None,
         now=now,
+        inbox=inbox,
     )
 
 
