@@ -8,10 +8,8 @@ connections (:mod:`tests.gateway.statements`), never of the delivery worker's.
 
 from __future__ import annotations
 
-import httpx
-
 from tests.gateway.harness import run_instance
-from tests.gateway.statements import counting
+from tests.gateway.test_send_statements import _statements
 
 # What a direct post to a peer of another instance costs now, authentication included.
 # Lower it when a change makes such a post cheaper.
@@ -25,16 +23,7 @@ async def test_a_post_to_a_peer_costs_at_most_the_known_round_trips(make_databas
     ):
         alice, bob = await a.register("alice"), await b.register("bob")
         cid = (await alice.direct_with(bob.did))["id"]
-        transport = httpx.ASGITransport(app=a.app)
-        async with httpx.AsyncClient(transport=transport, base_url=a.base_url) as client:
-            for i in range(3):  # the first ones fill per-process caches
-                with counting(a.state.pool) as statements:
-                    response = await client.post(
-                        f"/v1/conversations/{cid}/messages",
-                        json={"content": f"hello {i}"},
-                        headers=alice.headers,
-                    )
-                assert response.status_code == 201, response.text
+        statements = await _statements(a, alice, cid)
         assert sum("INSERT INTO federation_outbox" in s for s in statements) == 1, statements
         # a direct conversation's type is known from the post: no group claim is looked up
         assert not any("SELECT type, name FROM conversations" in s for s in statements)
