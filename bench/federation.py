@@ -103,6 +103,13 @@ def stored(task: dict[str, Any]) -> bool:
     return bool(status["state"] == "TASK_STATE_COMPLETED" and receipt)
 
 
+NO_PEER_BUDGETS = {
+    "peer_rate_limit_domain": "1000000/minute",
+    "peer_rate_limit_agent": "1000000/minute",
+}
+"""Settings that lift the per-peer budgets (600 calls a minute by default) above any load."""
+
+
 def call(text: str) -> bytes:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": text}]}
     # returnImmediately, as Confer's own outbox sends (a2a.confer).
@@ -134,12 +141,14 @@ async def main(calls: int, concurrency: int, json_path: str | None = None) -> No
     admin = os.environ.get("CONFER_TEST_DATABASE_URL") or embedded_postgres_url(
         CHECKOUT / ".data" / "bench-pg"
     )
-    limits = {"peer_rate_limit_domain": "1000000/minute", "peer_rate_limit_agent": "1000000/minute"}
     async with (
         database(admin) as db_a,
         database(admin) as db_b,
         instance(db_a, db_pool_max=20) as (a_url, a_app),
-        instance(db_b, db_pool_max=20, peer_cache_ttl_seconds=2, **limits) as (b_url, b_app),
+        instance(db_b, db_pool_max=20, peer_cache_ttl_seconds=2, **NO_PEER_BUDGETS) as (
+            b_url,
+            b_app,
+        ),
         httpx.AsyncClient(timeout=30) as client,
     ):
         a_state, b_state = a_app.state.confer, b_app.state.confer

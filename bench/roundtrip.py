@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -146,6 +147,11 @@ async def drop_database(admin: str, name: str) -> None:
         await conn.close()
 
 
+def database_name(url: str) -> str:
+    """The database a DSN names (its path; a socket DSN's ``?host=`` is not part of it)."""
+    return urlsplit(url).path.lstrip("/")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -245,7 +251,7 @@ async def run(
         # fresh databases per pair: an instance's DIDs depend on the port it is given
         suffix = uuid.uuid4().hex[:8]
         urls = [await fresh_database(admin, f"confer_bench_{mode}_{x}_{suffix}") for x in "ab"]
-        names = {url.rsplit("/", 1)[1]: side for url, side in zip(urls, "AB", strict=True)}
+        names = {database_name(url): side for url, side in zip(urls, "AB", strict=True)}
         split = CpuSplit(admin, names) if cpu else None
         try:
             with environment(CONFER_FEDERATION_BATCH_MAX_ITEMS=items, **budgets):
@@ -254,7 +260,7 @@ async def run(
                 )
         finally:
             for url in urls:
-                await drop_database(admin, url.rsplit("/", 1)[1])
+                await drop_database(admin, database_name(url))
     where = "8 conversations" if spread else "one conversation"
     if rate:
         where += f", offered {rate:g} messages/s"

@@ -267,14 +267,6 @@ async def receive_message(
                     conn, recipient.did, claim, remote_id, message
                 )
                 await _relay(conn, recipient, params, message)
-            await federation_store.insert_inbox(
-                conn,
-                origin_did=caller.origin,
-                remote_message_id=remote_id,
-                message_id=message.id,
-                recipient_did=recipient.did,
-                now=now,
-            )
             held = working = False
             if recipient.agent_id is not None:
                 # the agent answers a peer with a message of its own, an API-key caller in the
@@ -303,6 +295,7 @@ async def receive_message(
                 held=held,
                 working=working,
                 position=group_order.position_for_answer(recipient.did, claim, message),
+                inbox=(caller.origin, recipient.did),  # the de-duplication row, written with it
             )
             if caller.peer is not None and recipient.agent_id is None:
                 notify = await _unless_requested(
@@ -317,7 +310,7 @@ async def receive_message(
                 conn, now, expires_at, caller, recipient, params, text, verdict
             )
             await consent.announce_request(tx, hub, recipient.user_id, permission, notice)
-        await _audit_inbound(conn, caller, recipient, task, verdict, ip)
+        _audit_inbound(tx, caller, recipient, task, verdict, ip)
         return task, True
 
     if shared is not None:
@@ -338,15 +331,20 @@ async def _unless_requested(
 ) -> list[str]:
     """``notify`` without the recipient when the message is held as a message request
     (:mod:`gateway.services.message_requests`)."""
-    held = await message_requests.held_for(
-        tx,
-        hub,
-        conversation_id=message.conversation_id,
-        user_id=recipient.user_id,
-        sender_did=peer.did,
-        local_sender=False,
-        message=message.model_dump(mode="json"),
-        default=default,
+    # The answer holds for the run's later messages of the same sender (a shared
+    # transaction): they find the request this one opened, or the same reasons for none.
+    held = await tx.remembered(
+        ("message request", message.conversation_id, recipient.user_id, peer.did),
+        lambda: message_requests.held_for(
+            tx,
+            hub,
+            conversation_id=message.conversation_id,
+            user_id=recipient.user_id,
+            sender_did=peer.did,
+            local_sender=False,
+            message=message.model_dump(mode="json"),
+            default=default,
+        ),
     )
     return [u for u in notify if u != recipient.user_id] if held else notify
 
@@ -512,31 +510,46 @@ async def _hold_for_key_consent(
     return task, (permission, message)
 
 
-async def _audit_inbound(
-    conn: asyncpg.Connection,
+def _audit_inbound(
+    tx: Transaction,
     caller: A2ACaller,
     recipient: Recipient,
     task: TaskRow,
     verdict: policy.Verdict | None,
     ip: str | None,
 ) -> None:
-    await audit_store.insert_audit(
-        conn,
-        action="federation.inbound",
-        user_id=recipient.user_id,
-        details={
-            "method": "SendMessage",
-            "caller": caller.ref,
-            "keyid": caller.peer.keyid if caller.peer else None,
-            "remote_message_id": task.remote_message_id,
-            "message_id": task.message_id,
-            "task_id": task.id,
-            "state": task.state,
-            "policy": verdict.effect if verdict else None,
-        },
-        ip_address=ip,
-    )
+    """The ``federation.inbound`` audit row of ``task``, written just before ``tx`` commits
+    together with those of the run's other messages to the same user from the same address:
+    one statement for a batch's run rather than one a message (a unit that rolls back to its
+    savepoint takes its row with it, :meth:`gateway.db.Transaction.savepoint`)."""
+    key = (_INBOUND_AUDITS, recipient.user_id, ip)
+    pending: tuple[dict[str, Any], ...] | None = tx.recall(key)
+    if pending is None:
 
+        async def write() -> None:
+            await audit_store.insert_audits(
+                tx.conn,
+                action="federation.inbound",
+                details=list(tx.recall(key)),
+                user_id=recipient.user_id,
+                ip_address=ip,
+            )
+
+        tx.call_before_commit(write)
+    details = {
+        "method": "SendMessage",
+        "caller": caller.ref,
+        "keyid": caller.peer.keyid if caller.peer else None,
+        "remote_message_id": task.remote_message_id,
+        "message_id": task.message_id,
+        "task_id": task.id,
+        "state": task.state,
+        "policy": verdict.effect if verdict else None,
+    }
+    tx.remember(key, (*(pending or ()), details))
+
+
+_INBOUND_AUDITS = "federation.inbound audit rows"
 
 _STATUS = {
     "TASK_STATE_COMPLETED": "Delivered.",
@@ -560,6 +573,7 @@ async def _open_task(
     held: bool = False,
     working: bool = False,
     position: str | None = None,
+    inbox: tuple[str, str] | None = None,
 ) -> TaskRow:
     task_id = task_id or new_id()
     if message is not None:
@@ -599,6 +613,7 @@ async def _open_task(
         if held or position
         else None,
         now=now,
+        inbox=inbox,
     )
 
 

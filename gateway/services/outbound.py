@@ -304,9 +304,11 @@ async def _post_shared(
     if not isinstance(item, Post):
         return None
     message = item.message
-    group = await groups.outbound_claim(
-        conn, conversation_id=message.conversation_id, sender_did=first.sender_did
-    )
+    group = None
+    if item.conversation_type in (None, "group"):  # a known direct one has no group to read
+        group = await groups.outbound_claim(
+            conn, conversation_id=message.conversation_id, sender_did=first.sender_did
+        )
     carried = None
     if message.content_type == "file":
         attachment = await attachments_store.get_message_attachment(conn, message_id=message.id)

@@ -45,20 +45,28 @@ async def insert_audit(
 
 
 async def insert_audits(
-    conn: asyncpg.Connection, *, action: str, details: list[dict[str, Any]]
+    conn: asyncpg.Connection,
+    *,
+    action: str,
+    details: list[dict[str, Any]],
+    user_id: str | None = None,
+    ip_address: str | None = None,
 ) -> list[str]:
-    """Append one audit row of ``action`` per ``details`` entry, without user or address, in
-    one statement (as many :func:`insert_audit` calls would, in order); returns their ids."""
+    """Append one audit row of ``action`` per ``details`` entry, all of ``user_id`` from
+    ``ip_address`` (a valid INET or None), in one statement (as many :func:`insert_audit`
+    calls would, in order); returns their ids."""
     ids = [new_id() for _ in details]
     if ids:
         await conn.execute(
-            """INSERT INTO audit_log (id, action, details_json)
-               SELECT t.id, $2, t.details::jsonb
+            """INSERT INTO audit_log (id, user_id, action, details_json, ip_address)
+               SELECT t.id, $4, $2, t.details::jsonb, $5::inet
                FROM unnest($1::text[], $3::text[]) WITH ORDINALITY AS t(id, details, n)
                ORDER BY t.n""",
             ids,
             action,
             [json.dumps(storable(d)) for d in details],
+            user_id,
+            ip_address,
         )
     return ids
 

@@ -41,6 +41,25 @@ def _task(record: asyncpg.Record) -> TaskRow:
     return TaskRow(**dict(record))
 
 
+_INSERT_TASK = f"""INSERT INTO a2a_tasks (id, user_id, agent_id, caller, context_id, state,
+                                          message_id, permission_id, history_json,
+                                          status_message_json, metadata_json, created_at,
+                                          updated_at, remote_message_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
+    RETURNING {_COLUMNS}"""
+
+# The same, with the inbox row of the received message that the task carries ($7) in the
+# same statement (federation_inbox: origin $14, recipient $15, received at $12).
+_INSERT_RECEIVED_TASK = (
+    """WITH inbox AS (
+         INSERT INTO federation_inbox
+           (origin_did, remote_message_id, message_id, recipient_did, created_at)
+         VALUES ($14, $13, $7, $15, $12))
+    """
+    + _INSERT_TASK
+)
+
+
 async def insert_task(
     conn: asyncpg.Connection,
     *,
@@ -57,14 +76,16 @@ async def insert_task(
     permission_id: str | None = None,
     remote_message_id: str | None = None,
     now: datetime,
+    inbox: tuple[str, str] | None = None,
 ) -> TaskRow:
-    """Insert a task whose status timestamp is ``now``."""
-    record = await conn.fetchrow(
-        f"""INSERT INTO a2a_tasks (id, user_id, agent_id, caller, context_id, state, message_id,
-                                   permission_id, history_json, status_message_json,
-                                   metadata_json, created_at, updated_at, remote_message_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
-            RETURNING {_COLUMNS}""",
+    """Insert a task whose status timestamp is ``now``.
+
+    With ``inbox`` (``(origin_did, recipient_did)``), the same statement remembers that
+    ``remote_message_id`` from that origin was stored for that recipient as ``message_id``
+    (what :func:`gateway.store.federation.insert_inbox` writes, received at ``now``); both
+    must then be given. Raises asyncpg's UniqueViolationError when that inbox row exists.
+    """
+    args: list[Any] = [
         id,
         user_id,
         agent_id,
@@ -78,7 +99,12 @@ async def insert_task(
         metadata,
         now,
         remote_message_id,
-    )
+    ]
+    if inbox is not None:
+        assert message_id is not None and remote_message_id is not None
+        record = await conn.fetchrow(_INSERT_RECEIVED_TASK, *args, *inbox)
+    else:
+        record = await conn.fetchrow(_INSERT_TASK, *args)
     assert record is not None
     return _task(record)
 

@@ -379,9 +379,52 @@ async def test_an_inbound_batch_stores_each_good_call_once_in_order(make_databas
             audited = """SELECT count(*) FROM audit_log
                          WHERE user_id = $1 AND action = 'federation.inbound'"""
             assert await count(audited) == 3
+            async with b.state.pool.acquire() as conn:
+                rows = await conn.fetch(
+                    """SELECT details_json, host(ip_address) AS ip FROM audit_log
+                       WHERE user_id = $1 AND action = 'federation.inbound' ORDER BY id""",
+                    bob.profile["id"],
+                )
+            # a row per stored call, in order, each naming its own task, from the caller's address
+            assert [r["details_json"]["task_id"] for r in rows] == [tasks[k] for k in "abc"]
+            assert {r["details_json"]["caller"] for r in rows} == {f"peer:{peer.did}"}
+            assert {r["ip"] for r in rows} == {"127.0.0.1"}
+            refused = """SELECT count(*) FROM audit_log
+                         WHERE user_id = $1 AND action = 'federation.inbound.rejected'"""
+            assert await count(refused) == 1
 
             again = await post()  # the answer was lost: the peer sends the batch again
             assert {k: again[k]["result"]["task"]["id"] for k in "abc"} == tasks
             assert await _texts(b, bob, peer.did) == ["ok 1", "ok 2", "ok 3"]
             assert int(await _fetchval(b, events, bob.profile["id"], created)) == 3
             assert await count("SELECT count(*) FROM a2a_tasks WHERE user_id = $1") == 3
+
+
+async def test_a_strangers_batch_opens_one_request_and_holds_every_call(make_database) -> None:
+    """A batch's calls share a transaction that reads the recipient's message request once:
+    the first call of a stranger opens it, the later ones are held by it as well (no
+    ``message.created`` for the recipient), and each call still gets its task."""
+    async with run_instance(await make_database(), message_requests_default=True) as b:
+        async with run_fake_peer() as peer:
+            bob = await b.register("bob")
+            url = f"{b.base_url}/users/bob/a2a"
+            body = json.dumps([_call(peer, f"hello {i}", i) for i in range(3)]).encode()
+            answer = await b.client.post(
+                "/users/bob/a2a", content=body, headers=peer.signed_headers(url, body)
+            )
+            assert answer.status_code == 200, answer.text
+            assert all("result" in item for item in answer.json()), answer.text
+            assert await _texts(b, bob, peer.did) == ["hello 0", "hello 1", "hello 2"]
+            async with b.state.pool.acquire() as conn:
+                types = await conn.fetch(
+                    "SELECT type FROM user_events WHERE user_id = $1 ORDER BY seq",
+                    bob.profile["id"],
+                )
+                requests = await conn.fetchval(
+                    """SELECT count(*) FROM message_requests
+                       WHERE user_id = $1 AND state = 'pending'""",
+                    bob.profile["id"],
+                )
+            kinds = [r["type"] for r in types]
+            assert kinds.count("message_request.created") == 1 and "message.created" not in kinds
+            assert requests == 1

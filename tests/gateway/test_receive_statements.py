@@ -20,7 +20,7 @@ from tests.gateway.statements import counting
 
 # What one message of a batch of 20 into one conversation costs now, the request's
 # authentication, savepoints and commit included. Lower it when receiving gets cheaper.
-PER_MESSAGE = 12
+PER_MESSAGE = 8
 
 
 def _call(peer: FakePeer, text: str) -> dict[str, Any]:
