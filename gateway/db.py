@@ -265,8 +265,8 @@ class Transaction:
         self._memo: dict[Hashable, Any] = {}
         self.events_at_commit = False
         """Whether stream events are appended just before ``COMMIT`` rather than at once
-        (:meth:`gateway.realtime.hub.EventHub.append`): a shared run's, so the row lock on a
-        user's stream is held for the commit only, not for the whole run."""
+        (:meth:`gateway.realtime.hub.EventHub.append`): a shared run's or a group commit's, so
+        the row lock on a user's stream is held for the commit only, not for the whole run."""
 
     def call_before_commit(self, work: AfterCommit) -> None:
         """Run ``work()`` at the end of the transaction, just before ``COMMIT`` (in
@@ -373,7 +373,10 @@ class GroupCommit:
     skipped; once started, its work commits with the batch. Works of one key therefore run one
     at a time, in arrival order, each committed exactly once; keys do not wait for each other.
     Works are run by a task of this object, never by the caller's, so a caller that goes away
-    cancels nobody else's work.
+    cancels nobody else's work. In a batch of several works the stream events they append are
+    written just before ``COMMIT`` (:attr:`Transaction.events_at_commit`), so the batch takes
+    its locks in the order a lone work does; a batch PostgreSQL rolls back to end a deadlock
+    or a serialization conflict runs again (at most ``_CONFLICT_RETRIES`` times).
     """
 
     def __init__(self, max_batch: int = 32) -> None:
@@ -414,13 +417,24 @@ class GroupCommit:
     async def _commit(self, pool: asyncpg.Pool, batch: list[_Pending]) -> None:
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         try:
-            try:
-                tx, outcomes = await self._attempt(pool, batch, isolated=len(batch) == 1)
-            except _Isolate:
-                # A work failed with the batch unguarded: everything rolled back; run them all
-                # again, each in its savepoint, so only that one fails.
-                batch = [p for p in batch if not p[1].cancelled()]
-                tx, outcomes = await self._attempt(pool, batch, isolated=True)
+            for retries in reversed(range(_CONFLICT_RETRIES + 1)):
+                try:
+                    try:
+                        tx, outcomes = await self._attempt(pool, batch, isolated=len(batch) == 1)
+                    except _Isolate:
+                        # A work failed with the batch unguarded: everything rolled back; run
+                        # them all again, each in its savepoint, so only that one fails.
+                        batch = [p for p in batch if not p[1].cancelled()]
+                        tx, outcomes = await self._attempt(pool, batch, isolated=True)
+                    break
+                except _CONFLICTS:
+                    # PostgreSQL chose this transaction to end a deadlock (or a serialization
+                    # conflict): all of it rolled back, and the other side has gone on, so
+                    # the same batch again almost always commits.
+                    if not retries:
+                        raise
+                    log.info("a batch of %d met a transaction conflict; again", len(batch))
+                    batch = [p for p in batch if not p[1].cancelled()]
         except BaseException as exc:
             for _, future in batch:
                 if future.done():
@@ -452,6 +466,13 @@ class GroupCommit:
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         async with pool.acquire() as conn:
             tx = Transaction(conn)
+            # The batch's stream events are written just before COMMIT: a work's own locks
+            # (its poster's participant row) are then all taken before any user's stream row,
+            # the order a single post and every other writer (a read receipt: participant
+            # row, then streams) take them in; appended at once, the batch would hold streams
+            # while its next work waits for a participant row that a reader holding it wants
+            # to append to those streams — a deadlock.
+            tx.events_at_commit = len(batch) > 1
             async with conn.transaction():
                 if len(batch) == 1:  # alone: no savepoint, its exception rolls back
                     outcomes.append((batch[0][1], await batch[0][0](tx), None))
@@ -469,6 +490,14 @@ class GroupCommit:
                         outcomes.append((future, None, exc))
                 await tx.run_before_commit()
         return tx, outcomes
+
+
+_CONFLICT_RETRIES = 2
+"""How many times :class:`GroupCommit` runs a batch again that PostgreSQL rolled back to end a
+deadlock or a serialization conflict (SQLSTATE 40P01, 40001) before its callers get the
+error."""
+
+_CONFLICTS = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 
 
 class _Isolate(Exception):

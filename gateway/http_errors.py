@@ -267,6 +267,17 @@ async def _database_refused(request: Request, exc: Exception) -> JSONResponse:
     return problem_for(busy, request.url.path)
 
 
+async def _transaction_conflict(request: Request, exc: Exception) -> JSONResponse:
+    """PostgreSQL ended the transaction to resolve a conflict with a concurrent one: a
+    deadlock (SQLSTATE 40P01) or a serialization failure (40001). The transaction rolled
+    back, so nothing was done; the same request again will almost always succeed."""
+    log.warning("a transaction conflict on %s %s: %s", request.method, request.url.path, exc)
+    busy = e.DatabaseBusyError(
+        "the request met a concurrent change and was rolled back; try again", retry_after=1
+    )
+    return problem_for(busy, request.url.path)
+
+
 async def _client_disconnect(request: Request, exc: Exception) -> JSONResponse:
     """The client went away before its body was read (``await request.body()`` in a
     dependency, e.g. the A2A caller's signature check): nothing was done, nobody is there to
@@ -310,5 +321,10 @@ def install_error_handlers(app: FastAPI) -> None:
         asyncpg.exceptions.CannotConnectNowError,
     ):
         app.add_exception_handler(refusal, _database_refused)
+    for conflict in (
+        asyncpg.exceptions.DeadlockDetectedError,
+        asyncpg.exceptions.SerializationError,
+    ):
+        app.add_exception_handler(conflict, _transaction_conflict)
     app.add_exception_handler(ClientDisconnect, _client_disconnect)
     app.add_exception_handler(Exception, _unexpected_error)

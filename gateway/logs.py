@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -31,6 +32,7 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("confer_request_id", default=Non
 REQUEST_ID_HEADER = "x-request-id"
 _ACCEPTED_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 
+log = logging.getLogger(__name__)
 _instance: dict[str, str | None] = {"did": None}
 _base_factory = logging.getLogRecordFactory()
 
@@ -121,6 +123,21 @@ def _request_id(headers: list[tuple[bytes, bytes]]) -> str:
     return uuid.uuid4().hex
 
 
+def _internal_error_body(scope: Any) -> bytes:
+    """The RFC 9457 problem details of an unexpected error (``internal_error``), as the
+    application's own handler writes them."""
+    return json.dumps(
+        {
+            "type": "urn:confer:problem:internal_error",
+            "title": "Internal error",
+            "status": 500,
+            "detail": "unexpected error",
+            "code": "internal_error",
+            "instance": scope.get("path", ""),
+        }
+    ).encode()
+
+
 class RequestIdMiddleware:
     """Give each HTTP request an id (module docstring); pure ASGI, no framework import."""
 
@@ -133,9 +150,12 @@ class RequestIdMiddleware:
             return
         request_id = _request_id(scope.get("headers", []))
         raw = request_id.encode("latin-1")
+        started = False
 
         async def send_with_id(message: Any) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = [h for h in message.get("headers", []) if h[0] != b"x-request-id"]
                 message = {**message, "headers": [*headers, (b"x-request-id", raw)]}
             await send(message)
@@ -143,5 +163,26 @@ class RequestIdMiddleware:
         token = REQUEST_ID.set(request_id)
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            if started:  # a response half sent cannot be mended: the server drops it
+                raise
+            # Answered here, not by the framework's last-resort handler: that one re-raises to
+            # the server, which then closes the keep-alive connection, and a client's next
+            # request already on its way over it is lost unanswered. Logged here too, where
+            # the record still carries the request id.
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            body = _internal_error_body(scope)
+            await send_with_id(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/problem+json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"x-content-type-options", b"nosniff"),
+                    ],
+                }
+            )
+            await send_with_id({"type": "http.response.body", "body": body})
         finally:
             REQUEST_ID.reset(token)

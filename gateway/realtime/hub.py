@@ -185,9 +185,9 @@ class EventHub:
         Raises ValueError for an ephemeral type (those go through :meth:`emit_ephemeral`).
 
         In a transaction with :attr:`~gateway.db.Transaction.events_at_commit` (a shared run
-        of a JSON-RPC batch) the rows are written just before its ``COMMIT``, in the order the
-        events were appended: the users' stream rows stay locked for the commit only, not while
-        the run's other units are written.
+        of a JSON-RPC batch, a group commit's batch of posts) the rows are written just before
+        its ``COMMIT``, in the order the events were appended: the users' stream rows stay
+        locked for the commit only, not while the run's other units are written.
         """
         if event_type in EPHEMERAL_TYPES:
             raise ValueError(f"{event_type} is ephemeral: use emit_ephemeral")

@@ -465,7 +465,11 @@ async def post_message(
             version = await change_store.current_version(tx.conn, message_id=message.id)
         return MessagePosted(**message.model_dump(), version=version)
 
-    if posts is not None:
+    # A post with an idempotency key takes the key's lock before the conversation's
+    # (idempotent_message); in a batch, whose earlier works hold the conversation's lock, it
+    # would take them the other way round and deadlock with the same key's retry on another
+    # process. So it runs alone.
+    if posts is not None and idempotency_key is None:
         return await posts.run(pool, conversation_id, store)
     async with transaction(pool) as tx:
         return await store(tx)

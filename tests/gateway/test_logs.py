@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
+import uvicorn
+from fastapi import FastAPI
 
+from gateway.http_errors import install_error_handlers
+from gateway.logs import RequestIdMiddleware
 from tests.gateway.harness import free_port
 from tests.gateway.serving import confer_serve, serve_env
 
@@ -81,3 +86,49 @@ async def test_the_start_up_line_in_text(database_url: str) -> None:
     [line] = [line for line in text.splitlines() if "Confer is up" in line]
     assert f"did:web:localhost%3A{port}" in line and f"http://localhost:{port}/docs" in line
     assert "backends: postgresql external, redis " in line
+
+
+async def test_an_unexpected_error_keeps_the_connection_and_carries_the_request_id() -> None:
+    """An exception no handler knows is answered 500 ``internal_error`` with the request's
+    ``X-Request-ID`` and ``nosniff``, logged with that id, and the keep-alive connection stays
+    open: the client's next request on it is answered (the framework's last-resort handler
+    re-raised to the server, which dropped the connection and the request after it)."""
+    app = FastAPI()
+    install_error_handlers(app)
+    app.add_middleware(RequestIdMiddleware)
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("a defect")
+
+    @app.get("/fine")
+    async def fine() -> dict[str, bool]:
+        return {"ok": True}
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(120):
+            for _ in range(2400):  # a loaded machine may take a while to start serving
+                if server.started:
+                    break
+                await asyncio.sleep(0.05)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            answers = []
+            for path in ("/boom", "/fine"):
+                request = f"GET {path} HTTP/1.1\r\nHost: t\r\nX-Request-ID: req-{path[1:]}\r\n\r\n"
+                writer.write(request.encode())
+                head = (await reader.readuntil(b"\r\n\r\n")).decode().lower()
+                length = int(head.split("content-length: ")[1].split("\r\n")[0])
+                answers.append((head, json.loads(await reader.readexactly(length))))
+            writer.close()
+    finally:
+        server.should_exit = True
+        await serving
+    (head, body), (fine_head, fine_body) = answers
+    assert head.startswith("http/1.1 500"), head
+    assert "x-request-id: req-boom" in head and "x-content-type-options: nosniff" in head, head
+    assert "connection: close" not in head, head
+    assert body["code"] == "internal_error" and body["status"] == 500, body
+    assert fine_head.startswith("http/1.1 200") and fine_body == {"ok": True}
