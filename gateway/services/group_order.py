@@ -135,6 +135,10 @@ async def retract_refused(
         "detail": reason[:500],
     }
     users = await local_user_ids(conn, message.conversation_id)
+    if message.sender_type == "user" and message.sender_id not in users:
+        # the home refused the post because it had removed its author, whose removal reached
+        # this replica first: the author is told too (besides the failed delivery)
+        users = [*users, message.sender_id]
     await change_store.scrub_events(
         conn, user_ids=users, message_id=message_id, tombstone=tombstone
     )

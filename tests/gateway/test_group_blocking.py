@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.db import transaction
+from gateway.services import group_order
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, User, run_instance
 from tests.gateway.test_group_membership import eventually, groups_of, new_group, the_group, view
@@ -221,3 +223,38 @@ async def test_a_post_the_home_refuses_is_taken_out_of_its_replica(make_database
         assert "refused by the home" not in deliveries.text
         assert await placed(a, "refused by the home") == []
         assert await placed(b, "refused by the home") == []
+
+
+async def test_an_author_removed_before_the_refusal_arrives_is_told_too(make_database) -> None:
+    """The home refused carol's post because it had removed her, and the removal reached her
+    instance first: she is no longer a member of the replica there, but the post taken out is
+    hers, so her devices still get its ``message.deleted`` (``refused_by_home``)."""
+    async with (
+        run_instance(await make_database()) as a,
+        run_instance(await make_database()) as c,
+    ):
+        alice, carol = await a.register("alice"), await c.register("carol")
+        await new_group(alice, "G1", [carol.did])
+        rc = (await the_group(carol))["id"]
+        message_id = (await carol.send(rc, "posted as she was removed"))["id"]
+        async with c.state.pool.acquire() as conn:  # what the removal did on C
+            await conn.execute(
+                "DELETE FROM conversation_participants WHERE conversation_id = $1 AND user_id = $2",
+                rc,
+                carol.profile["id"],
+            )
+        async with transaction(c.state.pool) as tx:
+            home = a.base_url.split("//", 1)[1]
+            assert await group_order.retract_refused(
+                tx, c.state.hub, message_id=message_id, destination=home, reason="not a member"
+            )
+        async with c.state.pool.acquire() as conn:
+            tombstone = await conn.fetchval(
+                """SELECT data_json FROM user_events WHERE user_id = $1
+                   AND type = 'message.deleted' AND data_json ->> 'id' = $2""",
+                carol.profile["id"],
+                message_id,
+            )
+        assert tombstone is not None, "the removed author was not told"
+        tombstone = json.loads(tombstone) if isinstance(tombstone, str) else tombstone
+        assert tombstone["reason"] == "refused_by_home", tombstone
