@@ -72,6 +72,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/send.py
 	$(BIN)/python bench/roundtrip.py
 	$(BIN)/python bench/federation.py
+	$(BIN)/python bench/receive.py
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/fanout.py
 	$(BIN)/python bench/concepts.py

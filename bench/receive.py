@@ -10,8 +10,9 @@ the receive path, the in-process client's share) and of the instance's PostgreSQ
 messages per second of that serial loop. It measures what ``bench/roundtrip.py`` mixes with
 A's work and the machine's other load; compare two trees by running it in each, alternately.
 
-Usage: python bench/receive.py [--batches 50] [--batch 20]   (CONFER_DATABASE_URL: a
-PostgreSQL admin DSN, else the embedded PostgreSQL under .data/bench-pg)
+Usage: python bench/receive.py [--batches 50] [--batch 20]   (PostgreSQL as
+``bench/databases.py`` picks it: CONFER_BENCH_DATABASE_URL, the local server, or the embedded
+one)
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 import uuid
@@ -31,9 +31,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.databases import admin_dsn  # noqa: E402
 from bench.federation import NO_PEER_BUDGETS, database  # noqa: E402
 from bench.roundtrip import _cpu_seconds, database_name  # noqa: E402
-from gateway.embedded import embedded_postgres_url  # noqa: E402
 from tests.gateway.fakepeer import FakePeer, run_fake_peer  # noqa: E402
 from tests.gateway.harness import run_instance  # noqa: E402
 
@@ -60,9 +60,7 @@ async def backend_cpu(admin: str, name: str) -> float:
 
 
 async def main(batches: int, size: int) -> None:
-    admin = os.environ.get("CONFER_DATABASE_URL") or embedded_postgres_url(
-        ROOT / ".data" / "bench-pg"
-    )
+    admin = admin_dsn()
     async with (
         database(admin) as url,
         run_instance(url, **NO_PEER_BUDGETS) as b,
