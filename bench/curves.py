@@ -317,13 +317,13 @@ async def fanout_round(
 async def curve_sockets(
     base: str, users: list[dict[str, Any]], steps: list[int], rounds: int
 ) -> list[list[Any]]:
-    limit = raise_fd_limit(max(steps) * 2 + 2000)
+    limit = raise_fd_limit(max(steps) + 2000)
     rows = []
     members = users[: min(len(users), 1000)]
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
         cid = await new_group(client, members[0], [u["user"]["did"] for u in members[1:]])
         for n in steps:
-            if n * 2 + 500 > limit:  # this process holds n sockets, the server n more
+            if n + 500 > limit:  # this process holds n sockets, the server (its own limit) n
                 print(f"  sockets {n:,}: not reached (open-file limit {limit:,})", flush=True)
                 continue
             tokens = [members[i % len(members)]["access_token"] for i in range(n)]
@@ -600,6 +600,8 @@ async def main(args: argparse.Namespace) -> None:
                 f"registered {len(users)} users in {time.perf_counter() - started:.1f} s",
                 flush=True,
             )
+            if "sockets" in single:  # before the server starts: it inherits the limit
+                raise_fd_limit(max(steps["sockets"]) + 2000)
             async with process(SERVER, env=server_env(url, port)):
                 base = f"http://127.0.0.1:{port}"
                 await healthy(base)
