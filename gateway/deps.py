@@ -46,12 +46,17 @@ def group_deps(state: AppState) -> GroupDeps:
 
 
 async def get_current(
-    state: State,
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Authenticated:
-    """The authenticated caller. Raises AuthenticationError / TokenInvalidError (401)."""
+    """The authenticated caller. Raises AuthenticationError / TokenInvalidError (401).
+
+    It reads the app's resources from ``request`` rather than through :data:`State`: FastAPI
+    solves each sub-dependency of each request anew (a cached one too), and nearly every
+    request takes this one."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise AuthenticationError("send Authorization: Bearer <access token>")
+    state: AppState = request.app.state.confer
     return await state.accounts.authenticate(credentials.credentials)
 
 

@@ -29,7 +29,7 @@ from gateway.services.passwords import Passwords
 from gateway.services.ratelimits import LOGIN_ACCOUNT, LOGIN_IP, REGISTER_IP, RateLimiter
 from gateway.services.session_cache import SessionCache
 from gateway.services.sessions import DeviceSessions, TokenPair
-from gateway.services.tokens import verify_access_token
+from gateway.services.tokens import VerifiedTokens
 from gateway.settings import Settings
 from gateway.store import accounts as accounts_store
 from gateway.store import audit as audit_store
@@ -111,6 +111,7 @@ class Accounts:
         # the injected clock, so a test that moves time on sees entries expire with it
         self.session_cache = SessionCache(settings.auth_cache_seconds, clock=clock.time)
         self.sessions = DeviceSessions(pool, identity, clock, settings, self.session_cache)
+        self._tokens = VerifiedTokens(identity)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -265,16 +266,16 @@ class Accounts:
         """Resolve a bearer token to its live user and session. Raises TokenInvalidError.
 
         ``audience`` (a resource, e.g. ``/mcp``'s URL) also admits OAuth access tokens issued
-        for it; without it only REST access tokens pass (``verify_access_token``).
+        for it; without it only REST access tokens pass (``verify_access_token``; a token
+        whose signature this process verified before is not verified again,
+        :class:`~gateway.services.tokens.VerifiedTokens`).
 
         The signed token names the session; a session checked in the last
         ``CONFER_AUTH_CACHE_SECONDS`` needs no database (:mod:`gateway.services.session_cache`
         keeps revocation exact), else one statement checks it is still live (so a revoked
         session's next request is refused) and reads its user.
         """
-        claims = verify_access_token(
-            self._identity, token, now=int(self._clock.time()), audience=audience
-        )
+        claims = self._tokens.verify(token, now=int(self._clock.time()), audience=audience)
         cache = self.session_cache
         user = cache.get(claims.session_id, claims.user_id)
         if user is None:

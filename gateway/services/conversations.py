@@ -534,9 +534,7 @@ async def store_user_message(
             request_hash=request_hash(conversation_id, data),
             message_id=message.id,
         )
-    participants = await conv_store.list_participants(
-        conn, conversation_id=conversation_id, with_requests=True
-    )
+    participants = outcome.participants  # as they are under the conversation's lock
     post = Post(
         message,
         sender_name=user.display_name or user.username,

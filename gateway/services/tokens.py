@@ -8,7 +8,10 @@ revocation deletes the row and the token stops working at once.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 import jwt
 
@@ -73,8 +76,14 @@ def verify_access_token(
 
     Without ``audience`` only a REST access token passes; with it, also a resource token whose
     ``aud`` is ``audience`` (RFC 9068 §4: a token for another resource is refused)."""
+    return _checked(_signed_claims(identity, token), now=now, audience=audience)
+
+
+def _signed_claims(identity: Identity, token: str) -> dict[str, Any]:
+    """The claims of ``token`` once its signature, algorithm, issuer and required claims are
+    verified (what does not depend on the time or the endpoint). Raises TokenInvalidError."""
     try:
-        claims = jwt.decode(
+        claims: dict[str, Any] = jwt.decode(
             token,
             identity.token_key.public_key,
             algorithms=[ALGORITHM],
@@ -88,6 +97,11 @@ def verify_access_token(
         )
     except jwt.PyJWTError as exc:
         raise TokenInvalidError(f"access token rejected: {exc}") from exc
+    return claims
+
+
+def _checked(claims: Mapping[str, Any], *, now: int, audience: str | None) -> AccessClaims:
+    """The type, audience and expiry checks of :func:`verify_access_token` on signed claims."""
     rest = claims.get("typ") == TOKEN_TYPE and "aud" not in claims
     resource = claims.get("typ") == RESOURCE_TOKEN_TYPE and claims.get("aud") == audience
     if not rest and not (audience is not None and resource):
@@ -95,3 +109,31 @@ def verify_access_token(
     if not isinstance(claims["exp"], int) or claims["exp"] <= now:
         raise TokenInvalidError("the access token has expired")
     return AccessClaims(claims["sub"], claims["sid"], claims["jti"], claims["exp"])
+
+
+class VerifiedTokens:
+    """:func:`verify_access_token` for ``identity``, remembering the tokens whose signature it
+    verified: at most ``size`` (the oldest forgotten first).
+
+    A client sends the same access token with every request until it refreshes it, and
+    checking an Ed25519 signature (RFC 8032) is the largest part of authenticating one: the
+    same bytes under the same key verify the same way every time, so a remembered token skips
+    only that check. Its type, audience and expiry are checked on every call, and the session
+    it names is the caller's to check (revocation does not depend on this). Only tokens that
+    verified are remembered, and only this instance can sign one, so nobody else can fill it.
+    """
+
+    def __init__(self, identity: Identity, *, size: int = 4096) -> None:
+        self._identity = identity
+        self._size = size
+        self._claims: dict[str, Mapping[str, Any]] = {}
+
+    def verify(self, token: str, *, now: int, audience: str | None = None) -> AccessClaims:
+        """As :func:`verify_access_token` (same errors: TokenInvalidError)."""
+        claims = self._claims.get(token)
+        if claims is None:
+            claims = MappingProxyType(_signed_claims(self._identity, token))
+            self._claims[token] = claims
+            if len(self._claims) > self._size:
+                del self._claims[next(iter(self._claims))]
+        return _checked(claims, now=now, audience=audience)

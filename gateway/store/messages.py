@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -116,14 +116,17 @@ async def insert_message(
 class PostOutcome:
     """What :func:`insert_post` found and did: the conversation (None when ``user_id`` takes
     no part in it), the poster's ``role``, whether it is ``archived``, whether ``in_reply_to``
-    named a visible message of it, and the stored ``message`` (None when one of those
-    refused it)."""
+    named a visible message of it, the stored ``message`` (None when one of those refused
+    it) and, once stored, the conversation's ``participants`` as
+    :func:`gateway.store.conversations.list_participants` (``with_requests=True``) gives them
+    (empty when refused)."""
 
     conversation: ConversationRow | None
     role: str | None = None
     archived: bool = False
     reply_ok: bool = True
     message: Message | None = None
+    participants: list[dict[str, Any]] = field(default_factory=list)
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -148,45 +151,14 @@ _CLAIM_HEAD = (
 )
 """The ``head`` step of a message's one statement: claim the candidate id ``$1`` on the
 conversation's head (the CTE ``{source}`` yields its id once its row is locked), or the id
-right after the head's when the head is not below it; returns the claimed id."""
+right after the head's when the head is not below it; returns the claimed id. A user's post
+claims its id the same way, in migration 0030's function (:data:`_POST`)."""
 
-_POST = f"""
-WITH conv AS (
-  SELECT c.id, c.type, c.name, c.created_by, c.created_at, c.updated_at, c.archived_at,
-         p.role
-  FROM conversations c
-  JOIN conversation_participants p ON p.conversation_id = c.id AND p.user_id = $4
-  WHERE c.id = $2
-  ORDER BY p.id LIMIT 1
-  FOR UPDATE OF c FOR SHARE OF p
-), reply AS (
-  SELECT COALESCE(m.thread_root, m.id) AS root FROM messages m
-  WHERE m.id = $9 AND m.conversation_id = $2 AND m.deleted_at IS NULL
-), allowed AS (
-  SELECT id FROM conv
-  WHERE archived_at IS NULL AND role IS DISTINCT FROM 'observer'
-    AND ($9::char(26) IS NULL OR EXISTS (SELECT 1 FROM reply))
-), head AS ({_CLAIM_HEAD.format(source="allowed")}
-), stored AS (
-  INSERT INTO messages (id, conversation_id, sender_type, sender_id, sender_did,
-                        content_type, content, content_json, in_reply_to,
-                        thread_root, via, citations_json, language, translation_json)
-  SELECT head.last_message_id, $2, $3, $4, $5, $6, $7, $8, $9, (SELECT root FROM reply),
-         $10, $11, $12, $13
-  FROM head
-  RETURNING {COLUMNS}
-), touched AS (
-  UPDATE conversations
-  SET updated_at = GREATEST(clock_timestamp(), updated_at + interval '1 microsecond')
-  WHERE id = $2 AND EXISTS (SELECT 1 FROM stored)
-)
-SELECT conv.id AS c_id, conv.type AS c_type, conv.name AS c_name,
-       conv.created_by AS c_created_by, conv.created_at AS c_created_at,
-       conv.updated_at AS c_updated_at, conv.archived_at AS c_archived_at, conv.role AS c_role,
-       ($9::char(26) IS NULL OR EXISTS (SELECT 1 FROM reply)) AS c_reply_ok,
-       (SELECT last_message_id FROM conversation_heads WHERE conversation_id = $2) AS c_head,
-       stored.*
-FROM conv LEFT JOIN stored ON true"""
+_POST = f"SELECT * FROM confer_post_message({', '.join(f'${n}' for n in range(1, 14))})"
+"""A user's post, then its conversation's participants: two statements of migration 0030's
+function, one round trip. The participants are read in a snapshot taken after the post has
+waited for the conversation's lock, so none that the lock's holder added is missed (one
+statement, with one snapshot from before the wait, would miss it)."""
 
 _INSERT_MESSAGE = f"""
 WITH conv AS (
@@ -232,18 +204,22 @@ async def insert_post(
     language: str | None = None,
     translation: Any = None,
 ) -> PostOutcome:
-    """A user's post in one statement: lock the conversation's row (until the transaction
-    ends) with the poster's participant row, check the poster may post (a member, not an
-    observer, the conversation open, ``in_reply_to`` one of its visible messages), claim
-    ``id`` on the conversation's head, insert the message and bump ``updated_at``.
+    """A user's post, and who takes part in the conversation, in one round trip
+    (:data:`_POST`): lock the conversation's row (until the transaction ends) with the
+    poster's participant row, check the poster may post (a member, not an observer, the
+    conversation open, ``in_reply_to`` one of its visible messages), claim ``id`` on the
+    conversation's head, insert the message and bump ``updated_at``; then read the
+    participants, as they are once the lock is held.
 
     ``id`` is a candidate: when the conversation's head (read under the lock, so current)
     is not below it (another post while this one waited for the lock, a clock stepped back)
     the message gets the id right after the head's instead, so ids follow commit order
     within a conversation.
-    Nothing is written when the outcome refuses the post.
+    Nothing is written (and no participant read) when the outcome refuses the post.
     """
-    args = (
+    record = await conn.fetchrow(
+        _POST,
+        id,
         conversation_id,
         "user",
         sender_id,
@@ -257,17 +233,17 @@ async def insert_post(
         language,
         translation,
     )
-    record = await conn.fetchrow(_POST, id, *args)
-    if record is None:
+    if record is None or record["c_id"] is None:
         return PostOutcome(None)
     conversation = ConversationRow.model_validate({k[2:]: record[k] for k in _CONVERSATION_FIELDS})
-    stored = {k: v for k, v in record.items() if not k.startswith("c_")}
+    stored = record["id"] is not None
     return PostOutcome(
         conversation,
         role=record["c_role"],
         archived=record["c_archived_at"] is not None,
         reply_ok=record["c_reply_ok"],
-        message=message_from_record(stored) if record["id"] is not None else None,
+        message=message_from_record({k: record[k] for k in _MESSAGE_FIELDS}) if stored else None,
+        participants=[dict(p) for p in record["participants"] or ()],
     )
 
 
@@ -280,6 +256,7 @@ _CONVERSATION_FIELDS = (
     "c_updated_at",
     "c_archived_at",
 )
+_MESSAGE_FIELDS = tuple(" ".join(COLUMNS.split()).split(", "))
 
 
 async def message_in_conversation(

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from gateway.ids import next_after
+from gateway.store import conversations as conv_store
 from gateway.store import messages as messages_store
+from models import Message
 from tests.gateway.harness import Instance, User, next_event, run_instance
 
 
@@ -299,23 +302,33 @@ async def test_read_receipts_and_exact_unread_counts(instance: Instance) -> None
     ] == 7
 
 
+def _shifted(message_id: str, seconds: float) -> str:
+    """A new id whose time is ``seconds`` from ``message_id``'s: another process's clock."""
+    from ulid import ULID
+
+    return str(ULID.from_timestamp(ULID.from_str(message_id).timestamp + seconds))
+
+
+async def _write_elsewhere(user: User, cid: str, candidate: str, content: str) -> Message:
+    """``user``'s message stored under the candidate id ``candidate``, as another process
+    writes one (:func:`gateway.store.messages.insert_message`)."""
+    async with user.instance.state.pool.acquire() as conn, conn.transaction():
+        return await messages_store.insert_message(
+            conn,
+            id=candidate,
+            conversation_id=cid,
+            sender_type="user",
+            sender_id=user.profile["id"],
+            sender_did=user.did,
+            content=content,
+        )
+
+
 async def test_server_order_survives_a_clock_step_back(instance: Instance) -> None:
     alice, _, cid = await _pair(instance)
     first = (await _post(alice, cid, content="first")).json()
     # Another process whose clock is an hour behind writes next: its candidate id is older.
-    from ulid import ULID
-
-    old = str(ULID.from_timestamp(ULID.from_str(first["id"]).timestamp - 3600))
-    async with instance.state.pool.acquire() as conn, conn.transaction():
-        late = await messages_store.insert_message(
-            conn,
-            id=old,
-            conversation_id=cid,
-            sender_type="user",
-            sender_id=alice.profile["id"],
-            sender_did=alice.did,
-            content="second",
-        )
+    late = await _write_elsewhere(alice, cid, _shifted(first["id"], -3600), "second")
     assert late.id > first["id"]
     third = (await _post(alice, cid, content="third")).json()
     assert third["id"] > late.id
@@ -333,6 +346,60 @@ async def test_server_order_survives_a_clock_step_back(instance: Instance) -> No
         if before is None:
             break
     assert seen == ["third", "second", "first"]
+
+
+async def test_a_post_behind_a_newer_head_takes_the_id_right_after_it(
+    instance: Instance,
+) -> None:
+    """A post whose candidate id is not above the conversation's head (a message written by a
+    process whose clock runs ahead) gets the id right after the head's."""
+    alice, _, cid = await _pair(instance)
+    first = (await _post(alice, cid, content="first")).json()
+    late = await _write_elsewhere(alice, cid, _shifted(first["id"], 3600), "from a clock ahead")
+    response = await _post(alice, cid, content="now")
+    assert response.status_code == 201, response.text
+    assert response.json()["id"] == next_after(late.id)
+
+
+async def test_a_post_reaches_a_participant_added_while_it_waited_for_the_lock(
+    instance: Instance,
+) -> None:
+    """Who receives a post is read once the post holds the conversation's lock: a member that
+    a membership change added while the post waited for that lock gets the message too."""
+    alice = await instance.register("alice")
+    bob = await instance.register("bob")
+    carol = await instance.register("carol")
+    group = {"type": "group", "name": "g", "participant_dids": [bob.did]}
+    response = await alice.request("POST", "/v1/conversations", json=group)
+    assert response.status_code == 201, response.text
+    cid = response.json()["id"]
+    async with carol.websocket() as carol_ws, instance.state.pool.acquire() as conn:
+        change = conn.transaction()
+        await change.start()
+        try:  # a membership change, as gateway.services.participants makes one
+            await conv_store.lock_conversation(conn, conversation_id=cid)
+            await conv_store.insert_participant(
+                conn, conversation_id=cid, who=("user", carol.profile["id"])
+            )
+            post = asyncio.create_task(_post(alice, cid, content="for everyone"))
+            await _waiting_for_a_lock(conn, holder=conn.get_server_pid())
+        finally:
+            await change.commit()
+        response = await post
+        assert response.status_code == 201, response.text
+        event = await next_event(carol_ws, "message.created")
+    assert event["data"]["id"] == response.json()["id"]
+
+
+async def _waiting_for_a_lock(conn: Any, *, holder: int) -> None:
+    """Return once another backend waits for a lock that backend ``holder`` holds."""
+    async with asyncio.timeout(30):
+        while not await conn.fetchval(  # noqa: ASYNC110 (polls the database)
+            # pg_locks, unlike pg_stat_activity, is not read once per transaction
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE $1 = ANY (pg_blocking_pids(pid)))",
+            holder,
+        ):
+            await asyncio.sleep(0.01)
 
 
 async def test_delivered_at_is_set_when_a_recipient_device_received_it(instance: Instance) -> None:

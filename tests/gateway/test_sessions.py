@@ -247,6 +247,33 @@ async def test_token_attacks_are_401(instance: Instance) -> None:
     assert await _me(instance, sign(_claims(instance, pair))) == 401
 
 
+async def test_a_token_verified_before_is_still_checked_on_every_request(
+    database_url: str,
+) -> None:
+    """The process remembers access tokens whose signature it verified; a remembered one
+    still expires, a token of another type is refused every time, and a copy with another
+    signature is verified (and refused) on its own."""
+    clock = Clock()
+    async with run_instance(database_url, clock=clock) as instance:
+        await instance.register("alice", PASSWORD)
+        pair = await _login(instance, "phone")
+        token = pair["access_token"]
+        assert await _me(instance, token) == 200
+        assert await _me(instance, token) == 200  # remembered
+        head, _, signature = token.rpartition(".")
+        flipped = signature[:10] + ("B" if signature[10] == "A" else "A") + signature[11:]
+        assert await _me(instance, f"{head}.{flipped}") == 401
+        key = instance.state.identity.token_key
+        resource = jwt.encode(
+            _claims(instance, pair, typ="resource", aud=f"{instance.base_url}/mcp"),
+            key.private_key,
+            algorithm="EdDSA",
+        )
+        assert [await _me(instance, resource) for _ in range(2)] == [401, 401]
+        clock.offset = pair["expires_in"] + 1
+        assert await _me(instance, token) == 401
+
+
 async def test_security_actions_are_audited_with_the_client_ip(instance: Instance) -> None:
     await instance.register("alice", PASSWORD)
     a = await _login(instance, "a")
