@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from gateway.realtime.subscriber import Frame
 
-Deliver = Callable[[str, Frame], None]
-"""Called with (user_id, frame) for every frame that reaches this process."""
+Deliver = Callable[[Sequence[tuple[str, Frame]]], None]
+"""Called with the (user_id, frame) pairs that reach this process, in order: a publish's whole
+batch at once in this process, one pair per message from NATS."""
 
 TaskDeliver = Callable[[bytes], None]
 """Called with the payload of every update published for a watched task."""
@@ -105,10 +106,8 @@ class InProcessBus(EventBus):
         return None
 
     async def publish(self, frames: Sequence[tuple[str, Frame]]) -> None:
-        if self._deliver is None:
-            return
-        for user_id, frame in frames:
-            self._deliver(user_id, frame)
+        if self._deliver is not None:
+            self._deliver(frames)
 
     async def publish_conversation(self, conversation_id: str, text: str) -> None:
         return None

@@ -19,7 +19,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import asyncpg
@@ -29,7 +29,13 @@ from gateway.errors import TooManyConnectionsError
 from gateway.metrics import EVENTS_FANNED_OUT
 from gateway.realtime.bus import EventBus, InProcessBus
 from gateway.realtime.ephemeral import EphemeralStore, MemoryEphemeralStore
-from gateway.realtime.subscriber import Frame, Subscriber, ephemeral_frame, event_frame
+from gateway.realtime.subscriber import (
+    EventEncoding,
+    Frame,
+    Subscriber,
+    ephemeral_frame,
+    event_frame,
+)
 from gateway.store import events as events_store
 from gateway.store import message_changes as change_store
 
@@ -157,12 +163,20 @@ class EventHub:
         """How many devices (of every user) are connected to this process."""
         return sum(len(group) for group in self._subscribers.values())
 
-    def deliver(self, user_id: str, frame: Frame) -> None:
-        """Offer a frame from the bus to every local device of ``user_id`` (never blocks)."""
-        subscribers = tuple(self._subscribers.get(user_id, ()))
-        for subscriber in subscribers:
-            subscriber.offer(frame)
-        EVENTS_FANNED_OUT.inc(len(subscribers))
+    def deliver(self, frames: Sequence[tuple[str, Frame]]) -> None:
+        """Offer each (user_id, frame) from the bus to every local device of that user, in
+        order (never blocks). A caught-up device's socket gets the frame's bytes in this call
+        (:attr:`Subscriber.sink`)."""
+        local = self._subscribers
+        offered = 0
+        for user_id, frame in frames:
+            group = local.get(user_id)
+            if group:
+                offered += len(group)
+                for subscriber in tuple(group):
+                    subscriber.offer(frame)
+        if offered:
+            EVENTS_FANNED_OUT.inc(offered)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -221,8 +235,11 @@ class EventHub:
             rows = await events_store.append_events(
                 tx.conn, user_ids=users, type=event_type, data=text, notice=notice
             )
+            # one encoding of the event for all its users; each user's frame differs only in
+            # its offset, and is shared by that user's devices
+            encoding = EventEncoding(event_type, text)
             frames = [
-                (uid, event_frame(event_type, seq, text, message_id if uid != sender else None))
+                (uid, encoding.frame(seq, message_id if uid != sender else None))
                 for uid, seq in rows
             ]
             tx.call_after(functools.partial(self.bus.publish, frames))

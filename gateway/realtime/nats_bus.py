@@ -96,7 +96,7 @@ class NatsBus(EventBus):
                 log.warning("dropping a malformed frame on %s", msg.subject)
                 return
             if self._deliver is not None:
-                self._deliver(user_id, frame)
+                self._deliver(((user_id, frame),))
 
         self._subscriptions[user_id] = await nc.subscribe(user_subject(user_id), cb=on_message)
         await nc.flush()  # the server has the subscription before we read the database

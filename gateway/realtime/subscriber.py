@@ -12,43 +12,106 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gateway.realtime.wire import text_frame
+from gateway.realtime.wire import frame_header, text_frame
 
 FrameKind = Literal["event", "ephemeral", "control"]
 
 
-@dataclass(frozen=True, slots=True)
 class Frame:
     """A serialised server frame; ``offset`` is set for durable events only, ``delivers``
     to the id of a message whose ``delivered_at`` is set once a device received the frame.
 
     One frame object is shared by every device of its audience (a user's devices for a
-    durable event, every recipient's for an ephemeral one): :meth:`wire` encodes it once.
+    durable event, every recipient's for an ephemeral one). It is made from its JSON ``text``
+    or from a durable event's shared :class:`EventEncoding` and the user's ``offset``; either
+    way :meth:`wire` builds its bytes on the first call only, so a frame that no socket of
+    this process takes costs no encoding.
     """
 
-    text: str
-    kind: FrameKind = "event"
-    offset: int | None = None
-    delivers: str | None = None
-    _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    __slots__ = ("_encoding", "_text", "_wire", "delivers", "kind", "offset")
+
+    def __init__(
+        self,
+        text: str | None,
+        kind: FrameKind = "event",
+        offset: int | None = None,
+        delivers: str | None = None,
+        *,
+        encoding: EventEncoding | None = None,
+    ) -> None:
+        if text is None and (encoding is None or offset is None):
+            raise ValueError("a frame needs its text, or an event's encoding and an offset")
+        self._text = text
+        self._encoding = encoding
+        self._wire: bytes | None = None
+        self.kind: FrameKind = kind
+        self.offset = offset
+        self.delivers = delivers
+
+    def __repr__(self) -> str:
+        return f"Frame({self.text!r}, {self.kind!r}, {self.offset!r}, {self.delivers!r})"
+
+    @property
+    def text(self) -> str:
+        """The frame's JSON text."""
+        text = self._text
+        if text is None:
+            assert self._encoding is not None and self.offset is not None
+            text = self._text = self._encoding.text(self.offset)
+        return text
 
     def wire(self) -> bytes:
         """The frame as a WebSocket text frame (:func:`gateway.realtime.wire.text_frame`),
         built on the first call and reused by every later one."""
         wire = self._wire
         if wire is None:
-            wire = text_frame(self.text.encode())
-            object.__setattr__(self, "_wire", wire)
+            encoding = self._encoding
+            if encoding is not None and self.offset is not None:
+                wire = encoding.wire(self.offset)
+            else:
+                wire = text_frame(self.text.encode())
+            self._wire = wire
         return wire
+
+
+class EventEncoding:
+    """One durable event encoded once for all the users it is appended for.
+
+    A durable event's frame ``{"type","offset","data"}`` differs between users only in the
+    offset's digits: the text and bytes before and after them are made here once, and each
+    user's frame (:meth:`frame`) joins them around its offset when it is first needed (the
+    same text and bytes :func:`event_frame` gives). ``data_json`` is already JSON text.
+    """
+
+    __slots__ = ("_after", "_after_text", "_before", "_before_text", "_size")
+
+    def __init__(self, event_type: str, data_json: str) -> None:
+        self._before_text = f'{{"type":{json.dumps(event_type)},"offset":'
+        self._after_text = f',"data":{data_json}}}'
+        self._before = self._before_text.encode()
+        self._after = self._after_text.encode()
+        self._size = len(self._before) + len(self._after)
+
+    def frame(self, offset: int, delivers: str | None = None) -> Frame:
+        """The event at ``offset`` of a user's stream, as one frame for that user's devices."""
+        return Frame(None, "event", offset, delivers, encoding=self)
+
+    def text(self, offset: int) -> str:
+        """The JSON text of the event at ``offset``."""
+        return f"{self._before_text}{offset}{self._after_text}"
+
+    def wire(self, offset: int) -> bytes:
+        """The WebSocket text frame of the event at ``offset`` (one join of shared bytes)."""
+        digits = b"%d" % offset
+        header = frame_header(self._size + len(digits))
+        return b"".join((header, self._before, digits, self._after))
 
 
 def event_frame(event_type: str, offset: int, data_json: str, delivers: str | None = None) -> Frame:
     """A durable event ``{"type", "offset", "data"}``; ``data_json`` is already JSON text."""
-    text = f'{{"type":{json.dumps(event_type)},"offset":{offset},"data":{data_json}}}'
-    return Frame(text, "event", offset, delivers)
+    return EventEncoding(event_type, data_json).frame(offset, delivers)
 
 
 def ephemeral_frame(event_type: str, data: Any) -> Frame:

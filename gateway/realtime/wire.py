@@ -35,6 +35,7 @@ __all__ = [
     "Flag",
     "FrameWriter",
     "ReceiveQueue",
+    "frame_header",
     "frame_writer",
     "text_frame",
     "uvicorn_options",
@@ -48,19 +49,23 @@ T = TypeVar("T")
 _FIN_TEXT = 0x81  # FIN bit + opcode 1 (text), RFC 6455 §5.2
 
 
-def text_frame(payload: bytes) -> bytes:
-    """``payload`` (UTF-8 text) as one unfragmented, unmasked text frame (RFC 6455 §5.2).
+_LENGTH_16 = struct.Struct("!BBH")
+_LENGTH_64 = struct.Struct("!BBQ")
 
-    The length takes 7 bits below 126 bytes, 16 bits below 64 KiB, 64 bits above.
-    """
-    size = len(payload)
+
+def frame_header(size: int) -> bytes:
+    """The header of an unfragmented, unmasked text frame of ``size`` payload bytes (RFC 6455
+    §5.2): the length takes 7 bits below 126 bytes, 16 bits below 64 KiB, 64 bits above."""
     if size < 126:
-        header = bytes((_FIN_TEXT, size))
-    elif size < 1 << 16:
-        header = struct.pack("!BBH", _FIN_TEXT, 126, size)
-    else:
-        header = struct.pack("!BBQ", _FIN_TEXT, 127, size)
-    return header + payload
+        return bytes((_FIN_TEXT, size))
+    if size < 1 << 16:
+        return _LENGTH_16.pack(_FIN_TEXT, 126, size)
+    return _LENGTH_64.pack(_FIN_TEXT, 127, size)
+
+
+def text_frame(payload: bytes) -> bytes:
+    """``payload`` (UTF-8 text) as one unfragmented, unmasked text frame (RFC 6455 §5.2)."""
+    return frame_header(len(payload)) + payload
 
 
 class FrameWriter:

@@ -1,12 +1,15 @@
-"""The small per-connection pieces of Confer's WebSocket protocol (gateway.realtime.wire)."""
+"""The small per-connection pieces of Confer's WebSocket protocol (gateway.realtime.wire) and
+the frame bytes it writes."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
-from gateway.realtime.wire import Flag, ReceiveQueue
+from gateway.realtime.subscriber import EventEncoding, Frame, event_frame
+from gateway.realtime.wire import Flag, ReceiveQueue, text_frame
 
 
 async def test_a_flag_wakes_every_waiter_and_waits_again_once_cleared() -> None:
@@ -62,3 +65,18 @@ async def test_a_cancelled_get_loses_no_item() -> None:
         await getter
     queue.put_nowait("disconnect")
     assert await asyncio.wait_for(queue.get(), 1) == "disconnect"
+
+
+@pytest.mark.parametrize("pad", [0, 100, 70_000])  # 7-bit, 16-bit and 64-bit frame lengths
+def test_an_event_encoded_once_gives_each_user_the_frame_its_text_would(pad: int) -> None:
+    data = json.dumps({"content": "héllo ✓", "pad": "x" * pad}, ensure_ascii=False)
+    encoding = EventEncoding("message.created", data)
+    for offset in (1, 9, 10, 123_456_789):
+        text = f'{{"type":"message.created","offset":{offset},"data":{data}}}'
+        frame = encoding.frame(offset, "m1")
+        assert frame.wire() == text_frame(text.encode())
+        assert encoding.frame(offset).text == text
+        assert frame.text == text
+        assert (frame.kind, frame.offset, frame.delivers) == ("event", offset, "m1")
+    assert event_frame("receipt", 7, "{}").text == '{"type":"receipt","offset":7,"data":{}}'
+    assert Frame('{"type":"pong"}', "control").wire() == b'\x81\x0f{"type":"pong"}'

@@ -11,6 +11,7 @@ import pytest
 import websockets
 
 from gateway.realtime import subscriber as subscriber_module
+from gateway.realtime.subscriber import EventEncoding
 from gateway.realtime.wire import text_frame
 from tests.gateway.harness import User, run_instance
 
@@ -54,13 +55,22 @@ async def _wait_until(predicate: Any, within: float = 60.0) -> None:
 async def test_an_event_is_encoded_once_per_audience_and_reaches_every_socket(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encoded: list[bytes] = []
+    encoded: list[bytes] = []  # the payloads encoded from a frame's text
+    joined: list[tuple[EventEncoding, bytes]] = []  # a durable event's frames, per encoding
 
     def counting(payload: bytes) -> bytes:
         encoded.append(payload)
         return text_frame(payload)
 
+    join = EventEncoding.wire
+
+    def joining(encoding: EventEncoding, offset: int) -> bytes:
+        wire = join(encoding, offset)
+        joined.append((encoding, wire))
+        return wire
+
     monkeypatch.setattr(subscriber_module, "text_frame", counting)
+    monkeypatch.setattr(EventEncoding, "wire", joining)
     async with run_instance(database_url) as instance:
         alice = await instance.register("alice")
         bob = await instance.register("bob")
@@ -76,7 +86,12 @@ async def test_an_event_is_encoded_once_per_audience_and_reaches_every_socket(
         frames = [await _next_containing(ws, "fan-out-durable") for ws in sockets]
         assert {f["type"] for f in frames} == {"message.created"}
         assert len({f["offset"] for f in frames[:3]}) == 1  # bob's three devices: one offset
-        assert sum(b"fan-out-durable" in p for p in encoded) == 2
+        # bob's and carol's frames (alice has no socket: hers is never built), joined from one
+        # encoding of the event
+        durable = [(e, w) for e, w in joined if b"fan-out-durable" in w]
+        assert len(durable) == 2
+        assert len({id(e) for e, _ in durable}) == 1
+        assert not any(b"fan-out-durable" in p for p in encoded)
 
         # an ephemeral event: one frame for every recipient
         await instance.state.hub.emit_ephemeral(
