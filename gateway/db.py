@@ -44,9 +44,20 @@ AfterCommit = Callable[[], Awaitable[None]]
 T = TypeVar("T")
 
 
+# Types of Confer's own schema that asyncpg learns by introspection (a recursive catalog
+# query, with ``jit`` switched off and on around it) the first time a connection meets them.
+# Learning them when the connection opens keeps that out of the first request that uses them.
+_SCHEMA_TYPES = ("confer_post_participant[]",)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
         await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    for type_name in _SCHEMA_TYPES:
+        # Before migrations have created the type (``confer migrate`` on an empty database)
+        # there is nothing to learn; a later first use introspects it then.
+        with contextlib.suppress(asyncpg.UndefinedObjectError):
+            await conn.fetchval(f"SELECT NULL::{type_name}")
 
 
 async def _reset_connection(conn: asyncpg.Connection) -> None:
