@@ -44,20 +44,25 @@ AfterCommit = Callable[[], Awaitable[None]]
 T = TypeVar("T")
 
 
-# Types of Confer's own schema that asyncpg learns by introspection (a recursive catalog
-# query, with ``jit`` switched off and on around it) the first time a connection meets them.
-# Learning them when the connection opens keeps that out of the first request that uses them.
-_SCHEMA_TYPES = ("confer_post_participant[]",)
+# Types that asyncpg learns by introspection (a recursive catalog query, with ``jit`` switched
+# off and on around it: three more round trips) the first time a connection meets them: the
+# post function's composite (migration 0030) and the arrays of core types that asyncpg has no
+# built-in codec for but Confer's statements bind (``char(26)[]`` ids, ``int4[]``). Learning
+# them in one statement when a connection opens keeps that cost out of the first request that
+# lands on it.
+_SCHEMA_TYPES = "NULL::confer_post_participant[]"
+_CORE_TYPES = "NULL::bpchar[], NULL::int4[]"
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
         await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-    for type_name in _SCHEMA_TYPES:
-        # Before migrations have created the type (``confer migrate`` on an empty database)
-        # there is nothing to learn; a later first use introspects it then.
-        with contextlib.suppress(asyncpg.UndefinedObjectError):
-            await conn.fetchval(f"SELECT NULL::{type_name}")
+    try:
+        await conn.fetchrow(f"SELECT {_SCHEMA_TYPES}, {_CORE_TYPES}")
+    except asyncpg.UndefinedObjectError:
+        # Before migrations have created the schema's types (``confer migrate`` on an empty
+        # database) there is only the core's to learn; a later first use introspects the rest.
+        await conn.fetchrow(f"SELECT {_CORE_TYPES}")
 
 
 async def _reset_connection(conn: asyncpg.Connection) -> None:
