@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import typer
 import uvicorn
+from pydantic import ValidationError
 from uvicorn.server import HANDLED_SIGNALS
 
 from gateway import cli_concepts, cli_federation, cli_memory, migrations
@@ -464,6 +465,34 @@ def restore(
     )
 
 
+def settings_problems(exc: ValidationError) -> list[str]:
+    """One line per setting that did not validate: its environment variable (``CONFER_`` and
+    the field's name in capitals), the value given when pydantic kept it, and pydantic's reason.
+    A check across fields (no field in its location) is reported by its reason alone."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"])
+        reason = error["msg"]
+        if not field:
+            lines.append(f"invalid settings: {reason}")
+            continue
+        given = error.get("input")
+        shown = f"={given!r}" if isinstance(given, str | int | float | bool) else ""
+        lines.append(f"invalid setting CONFER_{field.upper()}{shown}: {reason}")
+    return lines
+
+
 def main() -> None:
-    """Entry point for ``python -m gateway``."""
-    app()
+    """Entry point of the ``confer`` command and of ``python -m gateway``.
+
+    A setting from the environment, ``.env`` or an option that does not validate ends the
+    command with exit status 2 and one line per setting on standard error, not a traceback.
+    """
+    try:
+        app()
+    except ValidationError as exc:
+        if exc.title != Settings.__name__:
+            raise
+        for line in settings_problems(exc):
+            typer.echo(f"confer: {line}", err=True)
+        raise SystemExit(2) from None

@@ -119,3 +119,32 @@ async def test_serve_refuses_a_changed_public_url_in_one_sentence(database_url: 
     assert "users under another DID" in result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) < 10, result.stderr
+
+
+async def test_a_setting_that_does_not_validate_is_one_line_not_a_traceback(
+    database_url: str,
+) -> None:
+    env = {
+        "CONFER_DATABASE_URL": database_url,
+        "CONFER_PORT": "not-a-port",
+        "CONFER_PUBLIC_URL": "ftp://example.invalid",
+        "PATH": "/usr/bin:/bin",
+    }
+    for command in (["serve"], ["did"]):
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gateway", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.splitlines()
+        assert "Traceback" not in result.stderr and "╭" not in result.stderr, result.stderr
+        assert any(
+            line.startswith("confer: invalid setting CONFER_PORT='not-a-port': ") for line in lines
+        ), lines
+        assert any(
+            line.startswith("confer: invalid setting CONFER_PUBLIC_URL=") for line in lines
+        ), lines
