@@ -29,7 +29,6 @@ from gateway.errors import ConferError, NotFoundError, PublicURLChangedError
 from gateway.logs import configure_logging
 from gateway.process_claim import DatabaseInUseError, ProcessClaim, claim_database
 from gateway.realtime.wire import uvicorn_options as websocket_options
-from gateway.services import backups
 from gateway.services import keys as keys_service
 from gateway.services.admin_bootstrap import ensure_admin, set_password
 from gateway.services.encryption import Keyring, generate_key_entry
@@ -420,6 +419,8 @@ def backup(
 ) -> None:
     """Back up the database and its attachments into FILE, consistently: one pg_dump of one
     snapshot, and the files exactly that snapshot references, with a manifest of checksums."""
+    from gateway.services import backups  # pg_dump, tar: only for this command
+
     settings = Settings()
 
     async def work(url: str, storage: AttachmentStorage) -> backups.BackupSummary:
@@ -447,6 +448,8 @@ def restore(
 ) -> None:
     """Restore FILE into the configured database (which must be empty, unless --force) and
     attachment storage. The whole archive is checked against its checksums first."""
+    from gateway.services import backups  # pg_restore, tar: only for this command
+
     settings = Settings()
 
     async def work(url: str, storage: AttachmentStorage) -> backups.RestoreSummary:
@@ -483,7 +486,8 @@ def settings_problems(exc: ValidationError) -> list[str]:
 
 
 def main() -> None:
-    """Entry point of the ``confer`` command and of ``python -m gateway``.
+    """The ``confer`` command line (run by :mod:`gateway.__main__`: the ``confer`` command and
+    ``python -m gateway``).
 
     A setting from the environment, ``.env`` or an option that does not validate ends the
     command with exit status 2 and one line per setting on standard error, not a traceback.

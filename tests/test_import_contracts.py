@@ -41,6 +41,8 @@ HEAVY_MODULES = (
     "anthropic",
     "phonenumbers",  # on the first phone number set (gateway.services.profiles)
     "aiosmtplib",  # on the first mail sent (gateway.services.mail)
+    "yaml",  # on the first concept import (gateway.services.concept_import)
+    "tarfile",  # backups and restores (gateway.services.backups, for their commands only)
 )
 
 

@@ -46,7 +46,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from gateway.db import Transaction
@@ -60,7 +59,6 @@ from models.concepts import OccurrenceCreate, RelationCreate
 MAX_BYTES = 512 * 1024
 MAX_CONCEPTS = 5_000
 MAX_RELATIONS_PER_CONCEPT = 200
-_SCANNER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # events only, to find aliases
 RELATIONS = ("depends_on", "refines", "contradicts", "supersedes", "related_to")
 FRAME = concept_writes.FRAME_PREFIX
 
@@ -110,8 +108,11 @@ def parse(text: str, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise ValidationFailedError(f"the file has {size} bytes; at most {max_bytes} are accepted")
+    import yaml  # PyYAML loads on the first import, not with the server (start-up time)
+
+    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # events only, to find aliases
     try:
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, _SCANNER)):
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, scanner)):
             raise ValidationFailedError("YAML aliases (*name) are not accepted")
         document = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError) as exc:

@@ -148,3 +148,25 @@ async def test_a_setting_that_does_not_validate_is_one_line_not_a_traceback(
         assert any(
             line.startswith("confer: invalid setting CONFER_PUBLIC_URL=") for line in lines
         ), lines
+
+
+def test_the_command_line_loads_with_the_collector_paused_then_runs_with_it() -> None:
+    """``gateway.__main__`` loads the command line with the cyclic garbage collector paused,
+    moves what it loaded to the permanent generation, and runs the command with the collector
+    on (start-up time: ``bench/startup.py``)."""
+    code = (
+        "import gc, sys\n"
+        "from gateway.__main__ import main\n"
+        "sys.argv = ['confer', 'new-encryption-key', 'k9']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(gc.isenabled(), gc.get_freeze_count() > 50_000, 'gateway.cli' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    key, flags = result.stdout.splitlines()
+    assert key.startswith("k9:")
+    assert flags == "True True True"
