@@ -2,18 +2,22 @@
 
 Run: ``python bench/startup.py [--runs 7] [--baseline /path/to/other/checkout]``. PostgreSQL as
 :func:`bench.databases.admin_dsn` picks it (CONFER_BENCH_DATABASE_URL, the local server, or the
-embedded one, already running after its first start): a scratch database is created, migrated
-once and dropped at the end, so every measured start finds a current schema (the common case:
-a restart). One unmeasured start first creates the instance identity.
+embedded one, already running after its first start). Each checkout gets a scratch database of
+its own, migrated once by that checkout's ``confer migrate`` and dropped at the end, so every
+measured start finds its own current schema and runs its own migration check (the common case:
+a restart; ``CONFER_MIGRATE_ON_START`` is left at its default). One unmeasured start per
+checkout first creates the instance identity and writes the bytecode.
 
 Each run spawns ``python -m gateway serve`` from a checkout (``PYTHONPATH`` and working
 directory), polls ``/healthz`` every 10 ms and stops the server once it answers. With
-``--baseline`` the two checkouts alternate run by run, so both see the same machine load; the
-table shows p50/min/max wall seconds, the server's CPU seconds (user + system, from
-``/proc/<pid>/stat`` at the first answer: steadier than wall time on a shared machine) and how
-many modules ``import gateway.app`` and ``import gateway.cli`` (what ``confer serve`` loads)
-leave in ``sys.modules``. Bytecode is written under a scratch ``PYTHONPYCACHEPREFIX`` (as a
-deployment has its ``.pyc`` files) even where ``PYTHONDONTWRITEBYTECODE`` is set, and the
+``--baseline`` the two checkouts alternate run by run, so both see the same machine load, and
+both are timed exactly as a run without ``--baseline`` times its one checkout (``bench/table.py``
+runs it so); the table shows p50/min/max wall seconds, the server's CPU seconds (user + system,
+from ``/proc/<pid>/stat`` at the first answer: steadier than wall time on a shared machine, where
+the wall time of a start that needs about 0.7 s of CPU doubles when other jobs hold the cores)
+and how many modules ``import gateway.app`` and ``import gateway.cli`` (what ``confer serve``
+loads) leave in ``sys.modules``. Bytecode is written under a scratch ``PYTHONPYCACHEPREFIX`` (as
+a deployment has its ``.pyc`` files) even where ``PYTHONDONTWRITEBYTECODE`` is set, and the
 checkouts themselves are not written to. ``--json FILE`` also writes the figures to ``FILE``;
 ``CONFER_BENCH_CHECKOUT=DIR`` makes ``DIR`` "this checkout" (``bench/checkout.py``). Loopback
 only; every wait is bounded.
@@ -23,17 +27,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 from checkout import CHECKOUT, write_json
-from databases import admin_dsn, scratch_database
+from databases import admin_dsn, held_connection
 from fanout import free_port
 
 COUNT_MODULES = "import sys, {module}; print(len(sys.modules))"
@@ -79,9 +86,6 @@ async def start_once(checkout: Path, database_url: str) -> tuple[float, float]:
         CONFER_PORT=str(port),
         CONFER_PUBLIC_URL="http://localhost:8765",  # one identity for every run
         CONFER_LOG_LEVEL="warning",
-        # The scratch database is at this checkout's newest revision, which an older baseline
-        # does not know: it starts without the migration check (this one keeps it).
-        **({} if checkout == CHECKOUT else {"CONFER_MIGRATE_ON_START": "false"}),
     )
     url = f"http://127.0.0.1:{port}/healthz"
     started = time.perf_counter()
@@ -117,16 +121,48 @@ async def start_once(checkout: Path, database_url: str) -> tuple[float, float]:
         log.close()
 
 
+@contextlib.asynccontextmanager
+async def checkout_database(admin: str, checkout: Path) -> AsyncIterator[str]:
+    """A scratch database on ``admin``'s server migrated by ``checkout``'s own ``confer
+    migrate`` (so an older checkout is at its own newest revision); dropped at exit."""
+    from gateway.embedded import with_database
+
+    name = f"confer_bench_{uuid.uuid4().hex[:8]}"
+    async with held_connection(admin) as conn:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        url = with_database(admin, name)
+        try:
+            migrate = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *("-m", "gateway", "migrate"),
+                env=child_env(checkout, CONFER_DATABASE_URL=url),
+                cwd=checkout,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            output, _ = await asyncio.wait_for(migrate.communicate(), 300)
+            if migrate.returncode != 0:
+                tail = output[-2000:].decode(errors="replace")
+                raise RuntimeError(f"confer migrate in {checkout} failed: {tail}")
+            yield url
+        finally:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 async def main(runs: int, checkouts: dict[str, Path], json_path: str | None = None) -> None:
     wall: dict[str, list[float]] = {label: [] for label in checkouts}
     cpu: dict[str, list[float]] = {label: [] for label in checkouts}
     admin = await asyncio.to_thread(admin_dsn)
-    async with scratch_database(admin) as url:
-        for checkout in checkouts.values():
-            await start_once(checkout, url)  # identity, bytecode: unmeasured
+    async with contextlib.AsyncExitStack() as stack:
+        urls = {
+            label: await stack.enter_async_context(checkout_database(admin, checkout))
+            for label, checkout in checkouts.items()
+        }
+        for label, checkout in checkouts.items():
+            await start_once(checkout, urls[label])  # identity, bytecode: unmeasured
         for i in range(runs):
             for label, checkout in checkouts.items():
-                seconds, used = await start_once(checkout, url)
+                seconds, used = await start_once(checkout, urls[label])
                 wall[label].append(seconds)
                 cpu[label].append(used)
                 print(f"run {i + 1}/{runs} {label}: {seconds:.2f} s, {used:.2f} s CPU", flush=True)

@@ -7,10 +7,13 @@ commit to compare with). The benches ``startup.py``, ``send.py``, ``fanout.py``,
 alternately against ``DIR`` ("before") and this checkout ("after"), every run a process of its
 own started with ``CONFER_BENCH_CHECKOUT`` (``bench/checkout.py``): its servers, the
 migrations of its scratch databases and its in-process set-up are that checkout's code, so an
-older tree is measured on its own schema. Each writes its figures with ``--json``; this script
-reads them and prints the issue's rows, with "before", "after" and "after ÷ before" (a mean
-over the rounds when a bench runs more than once), plus the memory per idle connection at the
-larger connection count. The benches' own output goes to
+older tree is measured on its own schema. ``startup.py`` runs once, with ``--baseline DIR``
+(each checkout started from its own database, migrated by its own code), so that its starts of
+the two trees alternate run by run: a start takes about a second, and the load of a shared
+machine moves more than that between two bench runs. Each writes its figures with
+``--json``; this script reads them and prints the issue's rows, with "before", "after" and
+"after ÷ before" (a mean over the rounds when a bench runs more than once), plus the memory per
+idle connection at the larger connection count. The benches' own output goes to
 ``bench/out/table/<bench>-<side>-<round>.log``.
 
 The full run takes about 15–25 minutes on a 2-core machine; ``--quick`` (smaller loads, fewer
@@ -52,12 +55,13 @@ class Bench:
     full: list[str]
     quick: list[str]
     rounds: int = 1  # runs per side at full size (--quick: one)
+    alternates: bool = False  # one run with --baseline, alternating the sides run by run
 
 
 # Sized so that both sides together take 15–25 minutes on 2 cores; the issue's rows fix the
 # loads (16 in flight, 50 and 1,000 sockets, 5,000 idle connections, 8 senders × 1,000).
 BENCHES = [
-    Bench("startup", "--runs 7".split(), "--runs 3".split()),
+    Bench("startup", "--runs 7".split(), "--runs 3".split(), alternates=True),
     Bench("send", "--posts 2000 --rounds 1".split(), "--posts 400 --rounds 1".split(), 2),
     Bench(
         "fanout",
@@ -217,6 +221,12 @@ def measure(
     results: dict[str, dict[str, list[Figures]]] = {}
     for bench in BENCHES:
         results[bench.name] = {side: [] for side in checkouts}
+        if bench.alternates:
+            args = [*(bench.quick if quick else bench.full), "--baseline", str(checkouts["before"])]
+            both = run_bench(bench, args, checkouts["after"], "both", 1, timeout)
+            results[bench.name]["before"].append({"this checkout": both["baseline"]})
+            results[bench.name]["after"].append({"this checkout": both["this checkout"]})
+            continue
         for round_no in range(1, (1 if quick else bench.rounds) + 1):
             for side, checkout in checkouts.items():
                 args = bench.quick if quick else bench.full
