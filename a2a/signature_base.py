@@ -28,14 +28,16 @@ unsupported.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 from urllib.parse import unquote_plus
 
 import http_sf
 from http_sf.item import ser_item
+from http_sf.parameters import ser_params
 from http_sf.types import BareItemType, ParamsType
 
 from a2a.errors import SignatureComponentsError, SignatureMalformedError
@@ -122,8 +124,37 @@ def _serialise_identifier(name: str, params: ParamsType) -> str:
 
 def _component_key(component: str) -> tuple[str, frozenset[tuple[str, BareItemType]]]:
     """Identity of a component: parameter order is not significant (RFC 9421 §2)."""
+    return _covered(component).key
+
+
+class _Covered(NamedTuple):
+    """A component identifier, parsed, checked and serialised once (:func:`_covered`)."""
+
+    name: str
+    params: ParamsType  # shared by every caller of _covered: read, never changed
+    key: tuple[str, frozenset[tuple[str, BareItemType]]]  # see _component_key
+    identifier: str  # the sf String item of signature bases and Signature-Input
+
+
+@functools.lru_cache(maxsize=256)
+def _covered(component: str) -> _Covered:
+    """``component`` parsed (:func:`_parse_component`, which raises for a bad one), with its key
+    and serialised identifier. Every request signed or verified covers the same few
+    components, so each is parsed and serialised once per process, not once per request; the
+    cache is bounded (the identifiers of a received ``Signature-Input`` are a stranger's
+    choice) and only ever holds what parsing the same string again would give."""
     name, params = _parse_component(component)
-    return name, frozenset(params.items())
+    key = (name, frozenset(params.items()))
+    return _Covered(name, params, key, _serialise_identifier(name, params))
+
+
+def _inner_list_value(components: Sequence[str], params: ParamsType) -> str:
+    """The sf Inner List of ``components`` with the signature ``params``: the value of a
+    ``Signature-Input`` member and of ``@signature-params`` (RFC 9421 §2.3, §4.1). Equals
+    ``http_sf``'s serialisation of the same inner list. Raises SignatureMalformedError for a
+    bad component identifier."""
+    identifiers = " ".join(_covered(component).identifier for component in components)
+    return f"({identifiers}){ser_params(params)}"
 
 
 # --------------------------------------------------------------------------- derived values
@@ -243,10 +274,9 @@ def signature_base(
     lines: list[str] = []
     seen: set[tuple[str, frozenset[tuple[str, BareItemType]]]] = set()
     for component in components:
-        name, params = _parse_component(component)
+        name, params, key, identifier = _covered(component)
         if name == "@signature-params":
             raise SignatureMalformedError("@signature-params must not be a covered component")
-        key = (name, frozenset(params.items()))
         if key in seen:
             raise SignatureMalformedError(f"component {component!r} is covered twice")
         seen.add(key)
@@ -254,7 +284,7 @@ def signature_base(
             value = _derived_value(name, params, method, target, status)
         else:
             value = _field_value(headers, name)
-        lines.append(f"{_serialise_identifier(name, params)}: {value}")
+        lines.append(f"{identifier}: {value}")
     lines.append(f'"@signature-params": {params_value}')
     if any("\n" in line or "\r" in line for line in lines):
         raise SignatureMalformedError("component values must not contain CR or LF")

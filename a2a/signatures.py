@@ -25,8 +25,9 @@ from typing import TypeAlias
 import http_sf
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from http_sf.innerlist import ser_innerlist
+from http_sf.byteseq import ser_byteseq
 from http_sf.types import BareItemType, InnerListType, ItemType, ParamsType
+from http_sf.util import ser_key
 
 from a2a.digest import content_digest, verify_content_digest
 from a2a.errors import (
@@ -42,8 +43,9 @@ from a2a.signature_base import (
     _all_lines,
     _check_component,
     _component_key,
+    _covered,
     _format_component,
-    _parse_component,
+    _inner_list_value,
     field_lines,
     signature_base,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "signature_base",
     "verify_request",
     "verify_response",
+    "verify_signature",
 ]
 
 RESPONSE_COMPONENTS = ("@status", "content-type", "content-digest")
@@ -238,11 +241,12 @@ def parse_signature(headers: HeadersLike, *, tag: str | None = CONFER_TAG) -> Si
     if len(candidates) > 1:
         raise SignatureMalformedError(f"{len(candidates)} signatures match tag {tag!r}")
     label, items, raw_params, signature = candidates[0]
+    components = _checked_components(items)
     return SignatureInput(
         label=label,
-        components=_checked_components(items),
+        components=components,
         params=_checked_params(raw_params),
-        params_value=ser_innerlist((items, raw_params)),
+        params_value=_inner_list_value(components, raw_params),
         signature=signature,
     )
 
@@ -276,9 +280,8 @@ def sign_request(
     keyid, alg, expires, nonce, tag. An existing covered ``Content-Digest`` must match
     ``body`` (``DigestMismatchError``); other errors as for ``signature_base``.
     """
-    parsed = [_parse_component(component) for component in components]
     added: dict[str, str] = {}
-    if any(name == "content-digest" for name, _ in parsed):
+    if any(_covered(component).name == "content-digest" for component in components):
         existing = field_lines(headers, "content-digest")
         if existing:
             verify_content_digest(", ".join(existing), body)
@@ -293,8 +296,7 @@ def sign_request(
         "tag": tag,
     }
     params = {name: value for name, value in ordered.items() if value is not None}
-    inner: InnerListType = ([(name, p) for name, p in parsed], params)
-    params_value = ser_innerlist(inner)
+    params_value = _inner_list_value(components, params)
     base = signature_base(
         components,
         params_value,
@@ -303,8 +305,9 @@ def sign_request(
         headers=_all_lines(headers) + list(added.items()),
         status=status,
     )
-    added["Signature-Input"] = http_sf.ser({label: inner})
-    added["Signature"] = http_sf.ser({label: private_key.sign(base)})
+    # Dictionaries of one member, as http_sf.ser({label: ...}) writes them (RFC 8941 §4.1.2)
+    added["Signature-Input"] = f"{ser_key(label)}={params_value}"
+    added["Signature"] = f"{ser_key(label)}={ser_byteseq(private_key.sign(base))}"
     return added
 
 
@@ -379,9 +382,25 @@ def verify_request(
         clock_skew=clock_skew,
         require_expires=require_expires,
     )
-    if any(_parse_component(c)[0] == "content-digest" for c in parsed.components):
+    if any(_covered(c).name == "content-digest" for c in parsed.components):
         lines = field_lines(headers, "content-digest")
         verify_content_digest(", ".join(lines) if lines else None, body)
+    verify_signature(parsed, method=method, url=url, headers=headers, public_key=public_key)
+
+
+def verify_signature(
+    parsed: SignatureInput,
+    *,
+    method: str,
+    url: str,
+    headers: HeadersLike,
+    public_key: Ed25519PublicKey,
+) -> None:
+    """Check the Ed25519 signature of ``parsed`` over the base rebuilt from the received
+    request (RFC 9421 §3.2 steps 4-7), and nothing else: for a caller that has applied
+    ``check_signature_params`` and checked a covered ``Content-Digest`` itself (as
+    ``verify_request`` does first). Raises ``SignatureVerificationError`` and the errors of
+    ``signature_base``."""
     base = signature_base(
         parsed.components, parsed.params_value, method=method, url=url, headers=headers
     )

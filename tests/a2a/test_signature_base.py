@@ -9,7 +9,13 @@ import pytest
 from starlette.datastructures import Headers as StarletteHeaders
 
 from a2a import errors
-from a2a.signature_base import field_lines, signature_base
+from a2a.signature_base import (
+    _covered,
+    _parse_component,
+    _serialise_identifier,
+    field_lines,
+    signature_base,
+)
 from tests.a2a.rfc9421_vectors import (
     B26_BASE,
     B26_COMPONENTS,
@@ -210,3 +216,33 @@ def test_signature_base_errors(components: list[str], url: str, error: type) -> 
     headers = [("x-unicode", "caf\u00e9")]
     with pytest.raises(error):
         signature_base(components, "()", method="GET", url=url, headers=headers)
+
+
+# --------------------------------------------------------------------------- identifier cache
+
+
+def test_component_identifiers_are_cached_as_parsing_gives_them_and_bounded() -> None:
+    """Each identifier is parsed and serialised once per process (``_covered``): the cached
+    record is what parsing the string again gives, a refused identifier is refused every
+    time (never cached), and a stranger's endless new identifiers cannot grow the cache."""
+    _covered.cache_clear()
+    for component in ("@method", '"@method"', '"@query-param";name="a"', "content-digest"):
+        name, params = _parse_component(component)
+        assert _covered(component) == (
+            name,
+            params,
+            (name, frozenset(params.items())),
+            _serialise_identifier(name, params),
+        )
+        assert _covered(component) is _covered(component)
+    for _ in range(2):
+        with pytest.raises(errors.SignatureMalformedError):
+            _covered('"@query-param"')  # no name parameter
+    assert _covered.cache_info().currsize == 4
+    limit = _covered.cache_info().maxsize
+    assert limit is not None
+    for i in range(limit + 100):
+        _covered(f"x-field-{i}")
+    assert _covered.cache_info().currsize == limit
+    # an evicted identifier comes back the same
+    assert _covered("@method").identifier == '"@method"'

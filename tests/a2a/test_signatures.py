@@ -15,6 +15,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from http_message_signatures import HTTPMessageSigner, HTTPMessageVerifier, MappingKeyResolver
 from http_message_signatures import algorithms as hms_algorithms
+from http_sf import parse as sf_parse
+from http_sf import ser as sf_ser
+from http_sf.innerlist import ser_innerlist
 from starlette.datastructures import Headers as StarletteHeaders
 
 from a2a import errors
@@ -27,6 +30,7 @@ from a2a.signatures import (
     parse_signature,
     sign_request,
     verify_request,
+    verify_signature,
 )
 from tests.a2a.rfc9421_vectors import (
     B26_COMPONENTS,
@@ -163,6 +167,35 @@ def test_round_trip_exposes_parameters() -> None:
         NOW + 60,
     )
     assert (parsed.nonce, parsed.tag, parsed.alg) == ("n-0001", CONFER_TAG, "ed25519")
+
+
+def test_signature_fields_are_written_and_read_back_as_http_sf_writes_them() -> None:
+    """Signing writes each field, and parsing rebuilds ``@signature-params``, from identifiers
+    serialised once per process: the text is exactly http_sf's serialisation of the same
+    Dictionary, for a parameterised component too."""
+    components = ("@method", '"@query-param";name="x"', "content-type", "content-digest")
+    headers = _sign(components=components, label="s-1")
+    fields = dict(headers)
+    for name in ("Signature-Input", "Signature"):
+        assert sf_ser(sf_parse(fields[name].encode(), tltype="dictionary")) == fields[name]
+    member = sf_parse(fields["Signature-Input"].encode(), tltype="dictionary")["s-1"]
+    parsed = _verify(headers, required_components=components)
+    assert parsed.params_value == ser_innerlist(member)
+    assert parsed.components == components
+
+
+def test_verify_signature_checks_the_signature_over_the_received_request() -> None:
+    headers = _sign()
+    parsed = parse_signature(headers)
+    verify_signature(parsed, method="POST", url=URL, headers=headers, public_key=KEY.public_key())
+    for method, url in (("PUT", URL), ("POST", URL.replace("x=1", "x=2"))):
+        with pytest.raises(errors.SignatureVerificationError):
+            verify_signature(
+                parsed, method=method, url=url, headers=headers, public_key=KEY.public_key()
+            )
+    other = Ed25519PrivateKey.generate().public_key()
+    with pytest.raises(errors.SignatureVerificationError):
+        verify_signature(parsed, method="POST", url=URL, headers=headers, public_key=other)
 
 
 def test_sign_reuses_matching_content_digest_and_rejects_wrong_one() -> None:
