@@ -29,7 +29,8 @@ class ContactSettings:
     overrides: ContactPolicyOverrides = field(default_factory=ContactPolicyOverrides)
 
 
-def _settings(contact: PeerContactRow | None) -> ContactSettings:
+def settings_of(contact: PeerContactRow | None) -> ContactSettings:
+    """The settings a contact entry holds (the defaults for None: not a contact)."""
     if contact is None:
         return ContactSettings()
     raw = dict(contact.policy_overrides_json or {})
@@ -45,12 +46,12 @@ async def contact_settings(
     conn: asyncpg.Connection, *, user_id: str, peer_id: str
 ) -> ContactSettings:
     """The user's settings for ``peer_id`` (defaults when it is not a contact)."""
-    return _settings(await store.get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id))
+    return settings_of(await store.get_contact_for_peer(conn, user_id=user_id, peer_id=peer_id))
 
 
 def contact_public(contact: PeerContactRow, peer: PeerAgentRow) -> ContactPublic:
     """The API view of a contact."""
-    settings = _settings(contact)
+    settings = settings_of(contact)
     return ContactPublic(
         id=contact.id,
         did=peer.did,
@@ -73,7 +74,7 @@ def _columns(data: ContactCreate | ContactUpdate, current: PeerContactRow | None
     sent = data.model_fields_set - {"did"}
     fields = {k: getattr(data, k) for k in sent & {"alias", "tags", "pinned", "muted"}}
     if sent & {"trust_level", "policy_overrides"}:
-        settings = _settings(current)
+        settings = settings_of(current)
         overrides = data.policy_overrides if "policy_overrides" in sent else settings.overrides
         trust = data.trust_level if "trust_level" in sent else settings.trust_level
         stored = (overrides or ContactPolicyOverrides()).model_dump(mode="json", exclude_none=True)

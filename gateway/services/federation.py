@@ -41,7 +41,7 @@ from gateway.services import (
     policy,
 )
 from gateway.services.callers import A2ACaller
-from gateway.services.contacts import contact_settings
+from gateway.services.contacts import settings_of
 from gateway.services.conversations import MESSAGE_CREATED
 from gateway.services.direct import api_conversation, peer_conversation
 from gateway.services.identity import Identity
@@ -60,7 +60,7 @@ from gateway.store import permissions as permissions_store
 from gateway.store import tasks as tasks_store
 from gateway.store import users as users_store
 from gateway.store.tasks import TaskRow
-from models import Message, PeerAgentRow, PermissionRow
+from models import Message, PeerAgentRow, PeerContactRow, PermissionRow
 from models.api import MessageCreate
 
 
@@ -100,19 +100,22 @@ async def admit(conn: asyncpg.Connection, caller: A2ACaller, r: Recipient) -> No
     """
     if caller.peer is not None:
         peer = caller.peer.peer
-        settings = await contact_settings(conn, user_id=r.user_id, peer_id=peer.id)
-        if settings.trust_level == "blocked":
-            raise PeerBlockedError(f"{r.did} does not accept requests from {caller.origin}")
         parts = peer.did.split(":")
-        if len(parts) > 3 and parts[1] == "web":
-            home = await peers_store.get_peer_by_did(conn, did=":".join(parts[:3]))
-            settings = (
-                await contact_settings(conn, user_id=r.user_id, peer_id=home.id)
-                if home is not None
-                else settings
+        # a user's or agent's instance (did:web:<host>) may be blocked as a whole
+        instance_did = ":".join(parts[:3]) if len(parts) > 3 and parts[1] == "web" else None
+        if instance_did is None:
+            own = await contacts_store.get_contact_for_peer(
+                conn, user_id=r.user_id, peer_id=peer.id
             )
-            if home is not None and settings.trust_level == "blocked":
-                raise PeerBlockedError(f"{r.did} does not accept requests from {home.did}")
+            instance = None
+        else:
+            own, instance = await contacts_store.get_contacts_for_peer_and_instance(
+                conn, user_id=r.user_id, peer_id=peer.id, instance_did=instance_did
+            )
+        if settings_of(own).trust_level == "blocked":
+            raise PeerBlockedError(f"{r.did} does not accept requests from {caller.origin}")
+        if instance is not None and settings_of(instance).trust_level == "blocked":
+            raise PeerBlockedError(f"{r.did} does not accept requests from {instance_did}")
     await check_api_key_scope(conn, caller, r)
 
 
@@ -256,7 +259,7 @@ async def receive_message(
         existing = await _retried(conn, caller, recipient, remote_id)
         if existing is not None:
             return existing, False
-        verdict = await _verdict(conn, caller, recipient, params, text)
+        verdict = await _verdict(tx, caller, recipient, params, text)
         if verdict is None or verdict.effect == "allow":
             message, notify, fresh = await _store_message(
                 tx, caller, recipient, params, content, file
@@ -418,7 +421,7 @@ def requested_action(params: SendMessageParams) -> str:
 
 
 async def _verdict(
-    conn: asyncpg.Connection,
+    tx: Transaction,
     caller: A2ACaller,
     recipient: Recipient,
     params: SendMessageParams,
@@ -426,6 +429,7 @@ async def _verdict(
 ) -> policy.Verdict | None:
     """The agent's policy verdict for a signed peer, or for an API-key caller reaching another
     user's agent (:mod:`gateway.services.key_consent`); None where no agent policy applies."""
+    conn = tx.conn
     if key_consent.applies(caller, recipient):
         return await key_consent.verdict(conn, caller, recipient, requested_action(params), text)
     if caller.peer is None or recipient.agent_id is None:
@@ -436,7 +440,7 @@ async def _verdict(
         conn,
         agent_id=recipient.agent_id,
         owner_id=recipient.user_id,
-        settings=await contact_settings(conn, user_id=recipient.user_id, peer_id=peer.id),
+        settings=settings_of(await _contact(tx, recipient, peer)),
         requester_did=peer.did,
         action=action,
         text=text,
@@ -691,6 +695,24 @@ async def _store_message(
     return message, notify, True
 
 
+def _contact_key(recipient: Recipient, peer: PeerAgentRow) -> tuple[str, str, str]:
+    return ("contact", recipient.user_id, peer.id)
+
+
+async def _contact(
+    tx: Transaction, recipient: Recipient, peer: PeerAgentRow
+) -> PeerContactRow | None:
+    """The recipient's contact entry for ``peer``, read once per transaction: the policy
+    verdict and the first-contact check of the same message (and the units of a shared run)
+    need the same row."""
+    return await tx.remembered(
+        _contact_key(recipient, peer),
+        lambda: contacts_store.get_contact_for_peer(
+            tx.conn, user_id=recipient.user_id, peer_id=peer.id
+        ),
+    )
+
+
 async def _known_sender(
     tx: Transaction, caller: A2ACaller, recipient: Recipient, params: SendMessageParams
 ) -> list[str]:
@@ -699,18 +721,12 @@ async def _known_sender(
     written once per transaction (a shared run's later messages reuse it)."""
     assert caller.peer is not None
     peer = caller.peer.peer
-    key = ("contact", recipient.user_id, peer.id)
-    contact = await tx.remembered(
-        key,
-        lambda: contacts_store.get_contact_for_peer(
-            tx.conn, user_id=recipient.user_id, peer_id=peer.id
-        ),
-    )
+    contact = await _contact(tx, recipient, peer)
     if contact is None:  # first contact; an existing one has nothing to change
         contact = await peers_store.upsert_contact(
             tx.conn, user_id=recipient.user_id, peer_id=peer.id, alias=None, added_via="inbound"
         )
-        tx.remember(key, contact)
+        tx.remember(_contact_key(recipient, peer), contact)
     name = display_name(ConferMetadata.of(params.message.metadata).senderName)
     if name is not None and caller.ref == f"peer:{peer.did}":  # its own, signed claim
         if tx.recall(("peer_name", peer.id)) != name:

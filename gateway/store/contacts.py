@@ -53,6 +53,25 @@ async def get_contact_for_peer(
     return PeerContactRow.model_validate(dict(record)) if record else None
 
 
+async def get_contacts_for_peer_and_instance(
+    conn: asyncpg.Connection, *, user_id: str, peer_id: str, instance_did: str
+) -> tuple[PeerContactRow | None, PeerContactRow | None]:
+    """The user's contact entry for ``peer_id`` and the one for the peer with DID
+    ``instance_did`` (the instance the peer lives on), each None when missing (the instance
+    unknown as a peer, too); one statement."""
+    records = await conn.fetch(
+        """SELECT * FROM peer_contacts WHERE user_id = $1
+             AND (peer_id = $2 OR peer_id = (SELECT id FROM peer_agents WHERE did = $3))""",
+        user_id,
+        peer_id,
+        instance_did,
+    )
+    rows = [PeerContactRow.model_validate(dict(record)) for record in records]
+    own = next((row for row in rows if row.peer_id == peer_id), None)
+    instance = next((row for row in rows if row.peer_id != peer_id), None)
+    return own, instance
+
+
 async def ensure_contact(
     conn: asyncpg.Connection, *, user_id: str, peer_id: str, added_via: str
 ) -> PeerContactRow:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from gateway.store import peers as peers_store
 from tests.gateway.fakepeer import FakePeer, run_fake_peer
 from tests.gateway.harness import Instance, User, next_event, run_instance
+from tests.gateway.statements import counting
 
 
 @pytest.fixture
@@ -417,3 +421,74 @@ async def test_the_instance_endpoint_asks_for_a_recipient(setup) -> None:
     assert "None" not in error["message"]
     assert "tenant" in error["message"] and "recipient" in error["message"]
     assert await _written(b) == before
+
+
+async def test_a_signed_message_reads_each_contact_entry_once(setup) -> None:
+    """A signed SendMessage to an agent reads the recipient's contact entries for the peer
+    twice: at the door, the peer's and its instance's in one statement (no separate lookup of
+    the instance), and in the transaction once, for the policy verdict and the first-contact
+    check alike (:meth:`gateway.db.Transaction.remembered`)."""
+    b, bob, peer = setup
+    agent_id = bob.profile["agent_did"].rsplit(":", 1)[1]
+    async with b.state.pool.acquire() as conn:  # the agent answers signed peers itself
+        await conn.execute(
+            """UPDATE agents SET policies_json = '{"default": "auto", "rules": []}'
+               WHERE id = $1""",
+            agent_id,
+        )
+    url = f"{b.base_url}/agents/{agent_id}/a2a"
+    transport = httpx.ASGITransport(app=b.app)
+    async with httpx.AsyncClient(transport=transport, base_url=b.base_url) as client:
+        for i in range(3):  # the first ones fill per-process caches (the DID, the key)
+            body = peer.rpc(f"hello {i}")
+            with counting(b.state.pool) as statements:
+                response = await client.post(
+                    f"/agents/{agent_id}/a2a", content=body, headers=peer.signed_headers(url, body)
+                )
+            assert response.status_code == 200, response.text
+    contact_reads = [s for s in statements if "FROM peer_contacts" in s]
+    assert len(contact_reads) == 2, "\n".join(statements)
+    lookups = [s for s in statements if s.startswith("SELECT * FROM peer_agents")]
+    assert lookups == [], "\n".join(statements)  # the peer's row comes with its verified key
+
+
+async def test_a_blocked_instance_blocks_its_users(setup) -> None:
+    """Blocking a peer's instance (its ``did:web:<host>`` as a contact) refuses the peer's
+    signed requests, while the peer's own contact entry is not blocked."""
+    b, bob, peer = setup
+    body = peer.rpc("before")
+    first = await b.client.post(
+        "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+    )
+    assert first.status_code == 200, first.text
+    instance_did = peer.did.split(":users:")[0]
+    async with b.state.pool.acquire() as conn:
+        instance = await peers_store.upsert_peer(
+            conn,
+            did=instance_did,
+            name=None,
+            endpoint=f"{peer.base_url}/a2a",
+            public_key_json={},
+            agent_facts_json={},
+            etag=None,
+            fetched_at=datetime.now(UTC),
+        )
+        contact = await peers_store.upsert_contact(
+            conn, user_id=bob.profile["id"], peer_id=instance.id, alias=None, added_via="test"
+        )
+        again = await b.client.post(
+            "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+        )
+        assert again.status_code == 200, again.text  # known, not blocked
+        await conn.execute(
+            """UPDATE peer_contacts SET policy_overrides_json = '{"trust_level": "blocked"}'
+               WHERE id = $1""",
+            contact.id,
+        )
+    body = peer.rpc("after")
+    refused = await b.client.post(
+        "/users/bob/a2a", content=body, headers=peer.signed_headers(endpoint(b), body)
+    )
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["code"] == "peer_blocked"
+    assert instance_did in refused.json()["detail"]
