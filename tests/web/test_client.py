@@ -391,28 +391,37 @@ async def test_files_groups_consent_and_streaming_in_chromium(make_database) -> 
         # One order everywhere: bob's post waits on B (A's destination parked there) while
         # alice writes on A; the home orders alice's first, and bob's client moves his own
         # post behind hers when the home's answer places it (message.ordered).
-        async with contextlib.AsyncExitStack() as db:
-            conn = await db.enter_async_context(_connection(b_db))
+        # B's outbox row for bob's post is held from the moment it is written (a trigger in
+        # B's database), so it cannot reach A before alice's post, however the machine is
+        # loaded; it is let go once bob has alice's post.
+        async with _connection(b_db) as conn:
             await conn.execute(
-                """INSERT INTO federation_destinations (destination, failures, parked_at)
-                   VALUES ($1, 5, NOW())
-                   ON CONFLICT (destination) DO UPDATE SET failures = 5, parked_at = NOW()""",
-                urlsplit(a_url).netloc,
+                """CREATE FUNCTION test_hold_bobs_post() RETURNS trigger AS $$
+                   BEGIN
+                     IF EXISTS (SELECT 1 FROM messages m WHERE m.id = NEW.message_id
+                                AND m.content = 'Bob writes first') THEN
+                       NEW.next_attempt_at := NOW() + interval '1 hour';
+                     END IF;
+                     RETURN NEW;
+                   END $$ LANGUAGE plpgsql"""
+            )
+            await conn.execute(
+                """CREATE TRIGGER test_hold_bobs_post BEFORE INSERT ON federation_outbox
+                   FOR EACH ROW EXECUTE FUNCTION test_hold_bobs_post()"""
             )
         await send(bob, "Bob writes first")
         await expect(message(bob, "Bob writes first")).to_have_count(1)
-        # Any request from A (alice's typing, a read receipt) unparks A's destination at once,
-        # so the park alone leaves a race: bob's post is also held back until alice's is in.
-        hold = """UPDATE federation_outbox o SET next_attempt_at = {when}
-                  FROM messages m WHERE m.id = o.message_id AND m.content = 'Bob writes first'
-                    AND o.delivered_at IS NULL AND o.failed_at IS NULL
-                  RETURNING pg_notify('confer_outbox', o.destination)"""
-        async with _connection(b_db) as conn:
-            await conn.execute(hold.format(when="NOW() + interval '1 hour'"))
         await send(alice, "Alice answers before it reaches her")
         await expect(message(bob, "Alice answers before it reaches her")).to_have_count(1)
         async with _connection(b_db) as conn:
-            await conn.execute(hold.format(when="NOW()"))
+            await conn.execute("DROP TRIGGER test_hold_bobs_post ON federation_outbox")
+            held = await conn.fetch(
+                """UPDATE federation_outbox o SET next_attempt_at = NOW()
+                   FROM messages m WHERE m.id = o.message_id AND m.content = 'Bob writes first'
+                     AND o.delivered_at IS NULL AND o.failed_at IS NULL
+                   RETURNING pg_notify('confer_outbox', o.destination)"""
+            )
+            assert held, "bob's post left B before alice's reached him"
         for page in (alice, bob):
             await expect(message(page, "Bob writes first")).to_have_count(1)
             await expect(page.get_by_test_id("message").last).to_contain_text("Bob writes first")
@@ -573,7 +582,10 @@ async def test_accounts_receipts_groups_contacts_keys_memories_in_chromium(
 
         # Contacts: bob of B by his DID, with an alias; then blocked.
         await alice.get_by_role("link", name="Contacts").click()
-        await alice.get_by_label("DID").fill(bob_did)
+        # The members page just left has a DID field too ("Add a member (username or DID)"):
+        # fill only once the contacts page is the one shown.
+        await expect(alice.get_by_role("heading", name="Contacts")).to_be_visible()
+        await alice.get_by_label("DID", exact=True).fill(bob_did)
         await alice.get_by_label("Alias").fill("Bobby")
         await alice.get_by_role("button", name="Add contact").click()
         contact = alice.get_by_test_id("contact").filter(has_text="Bobby")
