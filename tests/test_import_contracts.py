@@ -43,6 +43,8 @@ HEAVY_MODULES = (
     "aiosmtplib",  # on the first mail sent (gateway.services.mail)
     "yaml",  # on the first concept import (gateway.services.concept_import)
     "tarfile",  # backups and restores (gateway.services.backups, for their commands only)
+    "jwt",  # on the first access token issued or verified (gateway.services.tokens)
+    "cryptography.x509",  # PyJWT's; federation keys need only cryptography's Ed25519
 )
 
 

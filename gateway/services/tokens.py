@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import jwt
-
 from gateway.errors import TokenInvalidError
 from gateway.services.identity import Identity
 
@@ -61,6 +59,8 @@ def issue_access_token(
     }
     if audience is not None:
         claims.update(typ=RESOURCE_TOKEN_TYPE, aud=audience, scope="mcp")
+    import jwt  # PyJWT (and cryptography's X.509 it loads) on first use, not at start-up
+
     return jwt.encode(
         claims,
         identity.token_key.private_key,
@@ -82,6 +82,8 @@ def verify_access_token(
 def _signed_claims(identity: Identity, token: str) -> dict[str, Any]:
     """The claims of ``token`` once its signature, algorithm, issuer and required claims are
     verified (what does not depend on the time or the endpoint). Raises TokenInvalidError."""
+    import jwt  # see issue_access_token
+
     try:
         claims: dict[str, Any] = jwt.decode(
             token,
