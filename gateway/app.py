@@ -171,6 +171,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The outbound client's TLS context, as httpx builds it (the CA bundle's ~150
+        # certificates: about 25 ms, parsed by OpenSSL without the GIL), is made in a thread
+        # while the database is checked and the pool opens.
+        tls = asyncio.create_task(asyncio.to_thread(httpx.create_ssl_context))
         url = await asyncio.to_thread(database_url, settings)
         direct = settings.database_direct_url or url  # migrations and LISTEN skip a pooler
         # Alembic is loaded only when there is something to migrate (start-up time).
@@ -186,7 +190,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             statement_cache_size=settings.db_statement_cache_size,
             direct_url=direct,
         )
-        http = httpx.AsyncClient(follow_redirects=False, timeout=settings.outbound_timeout_seconds)
+        http = httpx.AsyncClient(
+            verify=await tls, follow_redirects=False, timeout=settings.outbound_timeout_seconds
+        )
         hub = None
         agent_queue: TaskQueue | None = None
         mailer = Mailer(settings)
