@@ -8,6 +8,7 @@ rule is a ``limits`` string such as ``"10/minute;50/hour"``.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 
@@ -30,10 +31,52 @@ RESET_IP = "reset_ip"
 RESET_ACCOUNT = "reset_account"
 
 
+class LoopMemoryStorage(MemoryStorage):
+    """``limits``' in-process storage, its expiry run in the event loop at most once a second.
+
+    The library's own expiry starts after every hit and hands each key's search for expired
+    entries to a thread (``asyncio.to_thread``): for each signed peer request (two rules), a
+    sweep of every key with a thread hop and a loop wake-up each, for bisections of a few
+    microseconds. Here the same sweep runs inline, without an ``await`` (so no hit runs in
+    between), when a hit comes at least :attr:`SWEEP_SECONDS` after the last sweep; windows are
+    counted from the entries' times, so a later sweep never lets more hits through.
+    """
+
+    SWEEP_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next_sweep = 0.0
+
+    async def _MemoryStorage__schedule_expiry(self) -> None:  # the library's hook, by name
+        now = time.time()
+        if now >= self._next_sweep:
+            self._next_sweep = now + self.SWEEP_SECONDS
+            self.expire(now)
+
+    def expire(self, now: float) -> None:
+        """Drop the entries and counters whose window ended before ``now`` (UNIX seconds), as
+        the library's expiry does: moving-window entries newest first, so the expired ones are
+        a tail found by bisection."""
+        for key, events in list(self.events.items()):
+            cutoff = bisect.bisect_left(events, -now, key=lambda event: -event.expiry)
+            if cutoff:
+                self.events[key] = events[:cutoff]
+            else:
+                del self.events[key]
+                self.locks.pop(key, None)
+        for key, expiry in list(self.expirations.items()):
+            if expiry <= now:
+                self.storage.pop(key, None)
+                del self.expirations[key]
+                self.locks.pop(key, None)
+
+
 def storage_for(settings: Settings) -> Storage:
-    """Memory storage, or Redis (redis-py asyncio) for a ``redis://``/``rediss://`` URL."""
+    """Memory storage (:class:`LoopMemoryStorage`), or Redis (redis-py asyncio) for a
+    ``redis://``/``rediss://`` URL."""
     if not settings.redis_url:
-        return MemoryStorage()
+        return LoopMemoryStorage()
     return RedisStorage(
         settings.redis_url,
         implementation="redispy",

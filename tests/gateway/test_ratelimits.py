@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as redis
 
+from gateway.errors import RateLimitedError
+from gateway.services.ratelimits import PEER_AGENT, LoopMemoryStorage, RateLimiter
+from gateway.settings import Settings
 from tests.gateway.harness import Instance, run_instance
 
 PASSWORD = "correct horse battery"
@@ -99,3 +103,29 @@ async def test_in_process_counters_are_per_process(database_url: str) -> None:
         assert (await _login(first, "alice", PASSWORD))[0] == 429
         async with run_instance(database_url, rate_limit_login_account="1/minute") as second:
             assert (await _login(second, "alice", PASSWORD))[0] == 200
+
+
+async def test_the_in_process_storage_expires_in_the_loop_without_threads(monkeypatch) -> None:
+    """The default storage (:class:`LoopMemoryStorage`) starts no thread per hit (the
+    ``limits`` library's own expiry hands each key to ``asyncio.to_thread``), still refuses
+    what its moving window holds, lets hits through again once the window has passed, and
+    forgets the keys of windows that ended at its next sweep (memory stays bounded)."""
+
+    async def no_thread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a rate limit hit started a thread")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    limiter = RateLimiter(Settings(peer_rate_limit_agent="3/second"))
+    storage = limiter.storage
+    assert isinstance(storage, LoopMemoryStorage)
+    for key in ("did:web:a.example", "did:web:b.example"):
+        for _ in range(3):
+            await limiter.hit(PEER_AGENT, key)
+        with pytest.raises(RateLimitedError):
+            await limiter.hit(PEER_AGENT, key)
+    assert len(storage.events) == 2
+    await asyncio.sleep(1.1)  # the window (and the sweep interval) has passed
+    await limiter.hit(PEER_AGENT, "did:web:a.example")  # allowed again; sweeps first
+    [(key, entries)] = storage.events.items()  # b's window is gone, a's holds the new hit
+    assert "did:web:a.example" in key
+    assert len(entries) == 1
