@@ -280,8 +280,9 @@ def sign_request(
     keyid, alg, expires, nonce, tag. An existing covered ``Content-Digest`` must match
     ``body`` (``DigestMismatchError``); other errors as for ``signature_base``.
     """
+    covered = [_covered(component) for component in components]  # each checked first
     added: dict[str, str] = {}
-    if any(_covered(component).name == "content-digest" for component in components):
+    if any(component.name == "content-digest" for component in covered):
         existing = field_lines(headers, "content-digest")
         if existing:
             verify_content_digest(", ".join(existing), body)
