@@ -177,6 +177,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         if settings.migrate_on_start and not await migrations.is_at_head(direct):
             await asyncio.to_thread(migrations.upgrade, direct)
         storage = await asyncio.to_thread(attachment_storage, settings)
+        await storage.check()  # an unusable folder refuses the start, naming the setting
         pool = await create_pool(
             url,
             min_size=settings.db_pool_min,

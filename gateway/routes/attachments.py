@@ -73,6 +73,8 @@ async def download_attachment(
             "Content-Length": str(row.size_bytes or 0),
             "X-Content-Type-Options": "nosniff",
             "Digest-SHA256": row.sha256 or "",
+            # private bytes behind a session: no shared or browser cache may keep them
+            "Cache-Control": "no-store",
         },
     )
 
