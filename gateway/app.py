@@ -92,6 +92,7 @@ from gateway.storage import attachment_storage
 from gateway.tracing import Tracing, TracingMiddleware
 from gateway.workers.a2a_push import PushWorker
 from gateway.workers.attachment_fetch import AttachmentFetcher
+from gateway.workers.attachment_reaper import run_attachment_reaper
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
@@ -327,6 +328,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 (
                     "attachment-fetch",
                     AttachmentFetcher(pool, http, identity, clock, settings, policy, storage).run,
+                ),
+                (
+                    "attachment-reaper",
+                    lambda: run_attachment_reaper(pool, storage, clock, settings),
                 ),
                 (
                     "a2a-push",
