@@ -4,8 +4,10 @@ folder or the S3-compatible bucket alike.
 
 A client uploads first and sends the ``file`` message after; an upload whose message never
 came (the client crashed, the user gave up) would otherwise stay on disk and in the uploader's
-quota for ever. Each pass (:func:`reap_once`) deletes ``retention_batch_size`` rows per
-transaction until a batch comes back short. The rows are chosen and deleted in one statement
+quota for ever. Each pass (:func:`reap_once`) deletes up to :data:`BATCH` rows per transaction
+(fewer when ``retention_batch_size`` is smaller) until a batch comes back short: the batch's
+bytes are removed while its transaction is open, one store call each, so the batch is kept
+small enough for that transaction to stay short. The rows are chosen and deleted in one statement
 that skips rows locked by a post attaching them right now and re-checks ``message_id IS NULL``
 under the lock (:func:`gateway.store.attachments.delete_unsent`), so a file being sent is never
 taken; the bytes go before the batch commits, so a failing store rolls the batch back for the
@@ -28,15 +30,19 @@ from gateway.storage import AttachmentStorage
 
 log = logging.getLogger(__name__)
 
+BATCH = 100
+"""Most uploads deleted per transaction (each also one store call made inside it)."""
+
 
 async def reap_once(
     pool: asyncpg.Pool, storage: AttachmentStorage, clock: Clock, settings: Settings
 ) -> int:
     """Delete every unsent upload created more than ``attachment_orphan_seconds`` before the
-    clock's now, ``retention_batch_size`` per transaction; returns how many went. Raises
+    clock's now, :data:`BATCH` (or ``retention_batch_size``, if smaller) per transaction;
+    returns how many went. Raises
     StorageUnavailableError (the batch in hand rolled back) when the store fails."""
     before = clock.now() - timedelta(seconds=settings.attachment_orphan_seconds)
-    batch = settings.retention_batch_size
+    batch = min(BATCH, settings.retention_batch_size)
     total = 0
     while True:
         deleted = await attachments.delete_unsent(pool, storage, before=before, limit=batch)
