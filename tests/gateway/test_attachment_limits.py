@@ -105,6 +105,22 @@ async def test_the_quota_counts_a_users_stored_uploads(
         assert (await _upload(bob, "e.bin", b"e" * 60 * KIB)).status_code == 201
 
 
+async def test_concurrent_uploads_cannot_overshoot_the_quota(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with run_instance(
+        database_url, attachment_quota_bytes=100 * KIB, attachments_dir=tmp_path
+    ) as instance:
+        alice = await instance.register("alice")
+        answers = await asyncio.gather(
+            *(_upload(alice, f"{n}.bin", bytes([n]) * 60 * KIB) for n in range(3))
+        )
+        assert sorted(a.status_code for a in answers) == [201, 413, 413]
+        [kept] = [a.json()["id"] for a in answers if a.status_code == 201]
+        assert await _rows(instance) == {kept}
+        assert await stored_blobs(instance.settings) == [kept]
+
+
 async def test_sending_and_deleting_a_file_frees_its_quota(database_url: str) -> None:
     async with run_instance(database_url, attachment_quota_bytes=100 * KIB) as instance:
         alice = await instance.register("alice")
