@@ -92,6 +92,7 @@ from gateway.storage import attachment_storage
 from gateway.tracing import Tracing, TracingMiddleware
 from gateway.workers.a2a_push import PushWorker
 from gateway.workers.attachment_fetch import AttachmentFetcher
+from gateway.workers.attachment_reaper import run_attachment_reaper
 from gateway.workers.auto_translation import run_auto_translator
 from gateway.workers.concept_decay import run_concept_decay
 from gateway.workers.consent import run_sweeper
@@ -181,6 +182,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         if settings.migrate_on_start and not await migrations.is_at_head(direct):
             await asyncio.to_thread(migrations.upgrade, direct)
         storage = await asyncio.to_thread(attachment_storage, settings)
+        await storage.check()  # an unusable folder refuses the start, naming the setting
         pool = await create_pool(
             url,
             min_size=settings.db_pool_min,
@@ -332,6 +334,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 (
                     "attachment-fetch",
                     AttachmentFetcher(pool, http, identity, clock, settings, policy, storage).run,
+                ),
+                (
+                    "attachment-reaper",
+                    lambda: run_attachment_reaper(pool, storage, clock, settings),
                 ),
                 (
                     "a2a-push",

@@ -21,6 +21,7 @@ The hierarchy (wire code in brackets)::
         GroupTooLargeError [group_too_large]
         RetentionTooLongError [retention_too_long]
       PayloadTooLargeError [payload_too_large]
+        AttachmentQuotaExceededError [attachment_quota_exceeded]
       AuthenticationError [unauthorized]
         InvalidCredentialsError [invalid_credentials]
         TokenInvalidError [token_invalid]
@@ -149,6 +150,15 @@ class RetentionTooLongError(ValidationFailedError):
 
 class PayloadTooLargeError(ConferError):
     code, title = "payload_too_large", "The request body is too large"
+
+
+class AttachmentQuotaExceededError(PayloadTooLargeError):
+    """An upload that would take the uploader's stored uploads past
+    ``CONFER_ATTACHMENT_QUOTA_BYTES``. 413, like the per-file cap, not WebDAV's 507: the
+    limit is the caller's, not the server running out of room, and a 5xx would be retried by
+    clients and counted as a server fault by monitoring."""
+
+    code, title = "attachment_quota_exceeded", "Your attachment storage quota is used up"
 
 
 class AuthenticationError(ConferError):

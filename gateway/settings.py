@@ -404,6 +404,10 @@ class Settings(BaseSettings):
         description="Unauthenticated OAuth requests per client IP: client registrations and "
         "authorization requests (each may fetch a client ID metadata document).",
     )
+    rate_limit_uploads: str = Field(
+        default="30/minute;300/hour",
+        description="Attachment uploads one user may start (limits syntax).",
+    )
     rate_limit_reports: str = Field(
         default="10/hour;50/day", description="Reports one user may file (limits syntax)."
     )
@@ -495,6 +499,21 @@ class Settings(BaseSettings):
     )
     attachment_max_bytes: int = Field(
         default=25 * 1024 * 1024, description="Largest attachment upload, in bytes."
+    )
+    attachment_quota_bytes: int = Field(
+        default=1024 * 1024 * 1024,
+        gt=0,
+        description="Bytes of uploads one user may keep stored (sent or not; files peers sent "
+        "them do not count); beyond it an upload is 413 attachment_quota_exceeded.",
+    )
+    attachment_orphan_seconds: float = Field(
+        default=24 * 3600.0,
+        gt=0,
+        description="Uploads never attached to a message are deleted (row and bytes) this "
+        "long after the upload.",
+    )
+    attachment_reap_interval_seconds: float = Field(
+        default=600.0, gt=0, description="How often unsent uploads past their age are deleted."
     )
     attachment_fetch_timeout_seconds: float = Field(
         default=120.0,

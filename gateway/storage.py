@@ -10,17 +10,25 @@ the settings, so either can move without touching the rows.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-import os
+import logging
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.errors import AttachmentUnavailableError, PayloadTooLargeError
+from gateway.errors import (
+    AttachmentUnavailableError,
+    PayloadTooLargeError,
+    StorageUnavailableError,
+)
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
 
@@ -44,11 +52,17 @@ class AttachmentStorage(ABC):
 
     @abstractmethod
     async def delete(self, storage_url: str) -> None:
-        """Remove a blob; missing blobs are ignored."""
+        """Remove a blob; missing blobs are ignored. Raises StorageUnavailableError (503)
+        when the store fails."""
 
     @abstractmethod
     async def close(self) -> None:
         """Release what the storage holds open (connections, threads); idempotent."""
+
+    @abstractmethod
+    async def check(self) -> None:
+        """Run at start-up: raise StorageUnavailableError, naming the setting, when the
+        storage cannot be used at all (the gateway then refuses to start)."""
 
 
 class Metered:
@@ -116,28 +130,61 @@ async def opened(storage: AttachmentStorage, storage_url: str) -> AsyncIterator[
 
 
 class LocalStorage(AttachmentStorage):
-    """Blobs as files under ``root`` (created on demand); URLs are ``local:<key>``."""
+    """Blobs as files under ``root`` (created on demand); URLs are ``local:<key>``.
 
-    def __init__(self, root: Path) -> None:
+    A folder that cannot be written (a regular file in its place, no permission, a full or
+    read-only disk) is StorageUnavailableError (503 ``storage_unavailable``; the OS error is
+    logged, not shown), never a 500; :meth:`check` finds it at start-up.
+    """
+
+    def __init__(self, root: Path, *, setting: str = "CONFER_ATTACHMENTS_DIR") -> None:
         self.root = root
+        self.setting = setting
 
     def _path(self, storage_url: str) -> Path:
         return self.root / own_key(storage_url, "local")
 
+    def _unavailable(self, doing: str, exc: OSError) -> StorageUnavailableError:
+        log.warning("attachment folder %s: cannot %s: %s", self.root, doing, exc)
+        return StorageUnavailableError()
+
+    async def check(self) -> None:
+        """Create the folder if needed and write (then remove) a probe file in it. Raises
+        StorageUnavailableError whose detail names the setting when that fails."""
+
+        def probe() -> None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.root, prefix=".confer-probe-"):
+                pass
+
+        try:
+            await asyncio.to_thread(probe)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise StorageUnavailableError(
+                f"{self.setting}={self.root} is not a writable directory ({reason})"
+            ) from exc
+
     async def save(self, key: str, read: ReadChunk, *, max_bytes: int) -> tuple[int, str, str]:
         url = f"local:{key}"
         path = self._path(url)
-        await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
         upload = Metered(read, max_bytes)
-        handle = await asyncio.to_thread(open, path, "wb")
+        try:
+            await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
+            handle = await asyncio.to_thread(open, path, "wb")
+        except OSError as exc:
+            raise self._unavailable("store a file", exc) from exc
         try:
             async for chunk in upload.chunks():
                 await asyncio.to_thread(handle.write, chunk)
-        except BaseException:
+            await asyncio.to_thread(handle.close)
+        except BaseException as exc:
             handle.close()
-            await asyncio.to_thread(path.unlink, True)
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(path.unlink, True)
+            if isinstance(exc, OSError):
+                raise self._unavailable("store a file", exc) from exc
             raise
-        handle.close()
         return upload.size, upload.sha256, url
 
     async def open(self, storage_url: str) -> AsyncGenerator[bytes, None]:
@@ -145,18 +192,25 @@ class LocalStorage(AttachmentStorage):
             handle = await asyncio.to_thread(open, self._path(storage_url), "rb")
         except FileNotFoundError as exc:
             raise AttachmentUnavailableError("the file's bytes are missing from storage") from exc
+        except OSError as exc:
+            raise self._unavailable("read a file", exc) from exc
         try:
             while chunk := await asyncio.to_thread(handle.read, CHUNK):
                 yield chunk
+        except OSError as exc:
+            raise self._unavailable("read a file", exc) from exc
         finally:
             handle.close()
 
     async def delete(self, storage_url: str) -> None:
+        """Remove the file; a missing one is ignored, any other failure is
+        StorageUnavailableError."""
         if not storage_url.startswith("local:"):
             return  # not kept here: nothing to remove
-        path = self._path(storage_url)
-        if await asyncio.to_thread(os.path.exists, path):
-            await asyncio.to_thread(path.unlink, True)
+        try:
+            await asyncio.to_thread(self._path(storage_url).unlink, True)
+        except OSError as exc:
+            raise self._unavailable("remove a file", exc) from exc
 
     async def close(self) -> None:
         """Nothing is held open between calls."""

@@ -147,6 +147,10 @@ class S3Storage(AttachmentStorage):
             self.client.delete_object, Bucket=self.bucket, Key=self._object(storage_url)
         )
 
+    async def check(self) -> None:
+        """Nothing at start-up: a bucket may be briefly unreachable, and each call then
+        answers 503 ``storage_unavailable`` on its own."""
+
     async def close(self) -> None:
         await asyncio.to_thread(self._threads.shutdown, wait=True)
         self.client.close()

@@ -26,8 +26,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "A peer's file not fetched (yet): attachment_pending or "
         "attachment_unavailable (problem+json)"
     },
-    413: {"description": "Larger than CONFER_ATTACHMENT_MAX_BYTES (problem+json)"},
+    413: {
+        "description": "Larger than CONFER_ATTACHMENT_MAX_BYTES (payload_too_large), or past "
+        "the user's CONFER_ATTACHMENT_QUOTA_BYTES (attachment_quota_exceeded) (problem+json)"
+    },
     422: {"description": "Invalid input (problem+json)"},
+    429: {"description": "Too many uploads (CONFER_RATE_LIMIT_UPLOADS): rate_limited"},
     503: {"description": "The attachment storage is unavailable: storage_unavailable"},
 }
 
@@ -37,15 +41,19 @@ async def upload_attachment(
     file: Annotated[UploadFile, File(description="The file")], current: Current, state: State
 ) -> AttachmentPublic:
     """Store a file (SHA-256 computed while streaming); send it with a ``file`` message whose
-    ``content_json.attachment_id`` is the returned ``id``."""
+    ``content_json.attachment_id`` is the returned ``id``. Counts against the user's quota
+    until its message is deleted; an upload never sent is deleted after
+    CONFER_ATTACHMENT_ORPHAN_SECONDS."""
     row = await service.upload(
         state.pool,
         state.storage,
+        state.accounts.limiter,
         current.user,
         filename=file.filename or "",
         content_type=file.content_type,
         read=file.read,
         max_bytes=state.settings.attachment_max_bytes,
+        quota_bytes=state.settings.attachment_quota_bytes,
     )
     return AttachmentPublic(**row.model_dump(include=set(AttachmentPublic.model_fields)))
 
@@ -73,6 +81,8 @@ async def download_attachment(
             "Content-Length": str(row.size_bytes or 0),
             "X-Content-Type-Options": "nosniff",
             "Digest-SHA256": row.sha256 or "",
+            # private bytes behind a session: no shared or browser cache may keep them
+            "Cache-Control": "no-store",
         },
     )
 

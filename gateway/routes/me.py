@@ -43,9 +43,14 @@ async def delete_me(
     data: AccountDelete, current: Current, request: Request, state: State
 ) -> Response:
     """Soft-delete the account (password required): sessions end, keys and contact data are
-    erased, the username stays reserved, messages remain."""
+    erased, uploads never sent are deleted, the username stays reserved, messages remain."""
     await profiles.delete_account(
-        state.accounts, state.clock, current, data.password, ip=client_ip(request)
+        state.accounts,
+        state.clock,
+        current,
+        data.password,
+        storage=state.storage,
+        ip=client_ip(request),
     )
     return Response(status_code=204)
 

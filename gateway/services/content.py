@@ -9,7 +9,9 @@ Shapes (``content_type`` → ``content`` / ``content_json``):
 - ``permission_request``: ``{"action", "level": "L1"|"L2"|"L3", "scope": {…}, "permission_id"?}``.
 - ``tool_call``: ``{"call_id", "name", "arguments": {…}}``.
 - ``tool_result``: ``{"call_id", "result": any, "is_error"?: bool}``.
-- ``file``: ``{"attachment_id", "filename", "mime_type"?, "size_bytes"?}``.
+- ``file``: ``{"attachment_id", "filename", "mime_type"?, "size_bytes"?}``; the server
+  replaces ``filename``, ``mime_type`` and ``size_bytes`` with the upload's
+  (:func:`gateway.services.attachments.take_upload`).
 - ``citation``: ``citations`` required (at least one); ``content`` optional.
 - ``system_notice``: written by the server only; clients get 422.
 """

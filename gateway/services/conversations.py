@@ -36,7 +36,7 @@ from gateway.ids import new_id
 from gateway.realtime.ephemeral import EphemeralStore
 from gateway.realtime.hub import EventHub
 from gateway.services import local_consent, message_requests
-from gateway.services.attachments import link_to_message
+from gateway.services.attachments import link_to_message, take_upload
 from gateway.services.content import validate_message
 from gateway.services.identity import Identity
 from gateway.services.outbound import Post, queue_for_peers
@@ -503,6 +503,12 @@ async def store_user_message(
         earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
         if earlier is not None:
             return earlier
+    content_json = data.content_json
+    if data.content_type == "file" and isinstance(content_json, dict):
+        # The file's name, type and size are the stored upload's, never the client's claim
+        # (what clients show and what peers download it as); its row stays locked until the
+        # post commits, so the unsent-upload reaper cannot take it meanwhile.
+        content_json = await take_upload(conn, user=user, content_json=content_json)
     outcome = await messages_store.insert_post(
         conn,
         id=new_id(),
@@ -511,7 +517,7 @@ async def store_user_message(
         sender_did=user.did,
         content=data.content,
         content_type=data.content_type,
-        content_json=data.content_json,
+        content_json=content_json,
         in_reply_to=data.in_reply_to,
         via=data.via,
         citations=data.model_dump(mode="json")["citations"],

@@ -24,13 +24,14 @@ from gateway.errors import (
 )
 from gateway.realtime.hub import EventHub
 from gateway.services import unread
-from gateway.services.attachments import discard_message_files
+from gateway.services.attachments import described, discard_message_files
 from gateway.services.content import validate_message
 from gateway.services.conversations import check_can_post, conversation_public
 from gateway.services.deliveries import message_deliveries
 from gateway.services.outbound import Change, Receipt, queue_for_peers
 from gateway.services.participants import require_membership
 from gateway.storage import AttachmentStorage
+from gateway.store import attachments as attachments_store
 from gateway.store import conversations as conv_store
 from gateway.store import message_changes as change_store
 from gateway.store import messages as messages_store
@@ -117,6 +118,9 @@ async def edit_message(
         original = await messages_store.get_message(conn, id=message_id)
         assert original is not None
         _validate_edit(original, data)
+        content_json = data.content_json
+        if original.content_type == "file" and isinstance(content_json, dict):
+            content_json = await _file_description(conn, message_id, content_json)
         await change_store.insert_version(
             conn,
             message_id=message_id,
@@ -126,13 +130,25 @@ async def edit_message(
             created_at=row["updated_at"],
         )
         message = await change_store.update_content(
-            conn, message_id=message_id, content=data.content, content_json=data.content_json
+            conn, message_id=message_id, content=data.content, content_json=content_json
         )
         users = await _local_users(conn, conversation_id)
         body = {**message.model_dump(mode="json"), "version": current + 1}
         await hub.append(tx, users, MESSAGE_EDITED, body)
         await queue_for_peers(conn, Change.edit(message, current + 1))
     return await get_message(pool, user, conversation_id, message_id)
+
+
+async def _file_description(
+    conn: asyncpg.Connection, message_id: str, content_json: dict[str, Any]
+) -> dict[str, Any]:
+    """An edited ``file`` message's ``content_json``: it keeps its attachment, and the file's
+    name, type and size stay the stored attachment's. ValidationFailedError (422) when the
+    edit names another attachment."""
+    row = await attachments_store.get_message_attachment(conn, message_id=message_id)
+    if row is None or content_json.get("attachment_id") != row.id:
+        raise ValidationFailedError("a file message keeps its attachment_id")
+    return described(content_json, row)
 
 
 def _validate_edit(original: Message, data: MessageUpdate) -> None:

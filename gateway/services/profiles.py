@@ -10,19 +10,24 @@ most 15 digits). Preferences are merged, then validated whole against
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 
 from gateway.clock import Clock
-from gateway.errors import FieldInvalidError, InvalidCredentialsError
+from gateway.errors import FieldInvalidError, InvalidCredentialsError, StorageUnavailableError
+from gateway.services import attachments
 from gateway.services.accounts import Accounts, Authenticated, user_public
+from gateway.storage import AttachmentStorage
 from gateway.store import audit as audit_store
 from gateway.store import sessions as sessions_store
 from gateway.store import users as users_store
 from models import UserPreferences
 from models.account_api import PreferencesUpdate, UserUpdate
 from models.api import UserPublic
+
+log = logging.getLogger(__name__)
 
 
 def normalise_email(value: str) -> str:
@@ -102,10 +107,18 @@ async def update_profile(
 
 
 async def delete_account(
-    accounts: Accounts, clock: Clock, auth: Authenticated, password: str, *, ip: str | None
+    accounts: Accounts,
+    clock: Clock,
+    auth: Authenticated,
+    password: str,
+    *,
+    storage: AttachmentStorage,
+    ip: str | None,
 ) -> None:
     """Soft-delete the caller (``deleted_at``; username and DID stay reserved; password,
-    contact data and LLM keys scrubbed) and revoke every session. Messages remain.
+    contact data and LLM keys scrubbed) and revoke every session. Messages remain, with their
+    files; the uploads never sent are deleted, rows and bytes in ``storage`` (should the
+    storage fail, the unsent-upload reaper takes them once they are old enough).
 
     Raises InvalidCredentialsError (401) when ``password`` is wrong.
     """
@@ -123,3 +136,7 @@ async def delete_account(
             details={"sessions_revoked": ended},
             ip_address=ip,
         )
+    try:
+        await attachments.delete_unsent(accounts.pool, storage, user_id=auth.user.id)
+    except StorageUnavailableError:
+        log.warning("the unsent uploads of deleted user %s stay for the reaper", auth.user.id)

@@ -1,4 +1,4 @@
-"""Rate limits (login, registration, inbound federation per peer), on the ``limits`` library.
+"""Rate limits (login, registration, uploads, inbound federation per peer), on ``limits``.
 
 One backend behind one small interface (DESIGN "Scale"): in-process memory by default, Redis
 when ``CONFER_REDIS_URL`` is set so that several gateway processes share the counters (keys
@@ -25,6 +25,7 @@ LOGIN_ACCOUNT = "login_account"
 REGISTER_IP = "register_ip"
 OAUTH_IP = "oauth_ip"
 REPORT_USER = "report_user"
+UPLOAD_USER = "upload_user"
 PEER_DOMAIN = "peer_domain"
 PEER_AGENT = "peer_agent"
 RESET_IP = "reset_ip"
@@ -87,8 +88,8 @@ def storage_for(settings: Settings) -> Storage:
 
 class RateLimiter:
     """Named rules (``login_ip``, ``login_account``, ``register_ip``, ``oauth_ip``,
-    ``report_user``, ``peer_domain``, ``peer_agent``, ``reset_ip``, ``reset_account``,
-    ``did_fetch_host``, ``did_fetch_did``) over one storage."""
+    ``report_user``, ``upload_user``, ``peer_domain``, ``peer_agent``, ``reset_ip``,
+    ``reset_account``, ``did_fetch_host``, ``did_fetch_did``) over one storage."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
         self.storage = storage or storage_for(settings)
@@ -103,6 +104,7 @@ class RateLimiter:
             RESET_IP: parse_many(settings.rate_limit_reset_ip),
             RESET_ACCOUNT: parse_many(settings.rate_limit_reset_account),
             REPORT_USER: parse_many(settings.rate_limit_reports),
+            UPLOAD_USER: parse_many(settings.rate_limit_uploads),
             DID_FETCH_HOST: parse_many(settings.did_fetch_budget_host),
             DID_FETCH_DID: parse_many(settings.did_fetch_budget_did),
         }

@@ -57,6 +57,75 @@ async def insert_attachment(
     return _row(record)
 
 
+async def lock_uploads(conn: asyncpg.Connection, *, user_id: str) -> None:
+    """Serialise the uploads of ``user_id`` until the transaction ends (an advisory lock), so
+    two concurrent uploads cannot both fit the quota that only one of them fits."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 7341))", f"uploads:{user_id}"
+    )
+
+
+async def stored_upload_bytes(conn: asyncpg.Connection, *, user_id: str) -> int:
+    """Bytes of the files ``user_id`` uploaded that are stored here, sent or not. Files peers
+    sent them (rows with an ``attachment_fetches`` row) are not theirs to count."""
+    used: int = await conn.fetchval(
+        """SELECT COALESCE(SUM(a.size_bytes), 0)::bigint FROM attachments a
+           WHERE a.user_id = $1 AND a.storage_url <> $2
+             AND NOT EXISTS (SELECT 1 FROM attachment_fetches f WHERE f.attachment_id = a.id)""",
+        user_id,
+        NOT_STORED,
+    )
+    return used
+
+
+async def lock_unattached_upload(
+    conn: asyncpg.Connection, *, attachment_id: str, user_id: str
+) -> AttachmentRow | None:
+    """The user's upload not yet attached to a message, locked (``FOR UPDATE``) until the
+    transaction ends so that neither the reaper nor an account deletion removes it while a
+    message takes it; None when there is no such upload."""
+    record = await conn.fetchrow(
+        """SELECT * FROM attachments WHERE id = $1 AND user_id = $2 AND message_id IS NULL
+           FOR UPDATE""",
+        attachment_id,
+        user_id,
+    )
+    return _row(record) if record else None
+
+
+async def delete_unsent(
+    conn: asyncpg.Connection,
+    *,
+    before: datetime | None,
+    user_id: str | None,
+    limit: int | None,
+) -> list[str]:
+    """Delete up to ``limit`` uploads not attached to any message — created before
+    ``before`` (when given) and of ``user_id`` (when given); every such upload when ``limit``
+    is None — in one statement; returns their storage URLs.
+
+    Rows are locked ``FOR UPDATE SKIP LOCKED``: an upload a post is attaching right now (its
+    row locked by :func:`lock_unattached_upload` or :func:`attach_to_message`) is skipped, and
+    a row attached and committed meanwhile is re-checked under the lock (READ COMMITTED
+    re-evaluates ``message_id IS NULL`` on the newest version) and kept.
+    """
+    records = await conn.fetch(
+        """DELETE FROM attachments WHERE id IN (
+             SELECT id FROM attachments
+             WHERE message_id IS NULL
+               AND ($1::timestamptz IS NULL OR created_at < $1)
+               AND ($2::text IS NULL OR user_id = $2)
+             ORDER BY created_at LIMIT $3
+             FOR UPDATE SKIP LOCKED)
+           AND message_id IS NULL
+           RETURNING storage_url""",
+        before,
+        user_id,
+        limit,
+    )
+    return [r["storage_url"] for r in records if r["storage_url"] != NOT_STORED]
+
+
 async def attach_to_message(
     conn: asyncpg.Connection, *, attachment_id: str, user_id: str, message_id: str
 ) -> bool:
