@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -18,6 +20,7 @@ import asyncpg
 import typer
 import uvicorn
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from uvicorn.server import HANDLED_SIGNALS
 
 from gateway import cli_concepts, cli_federation, cli_memory, migrations
@@ -485,12 +488,50 @@ def settings_problems(exc: ValidationError) -> list[str]:
     return lines
 
 
+_SETTINGS_ERROR = re.compile(r'error parsing value for field "(\w+)"')
+
+DATABASE_UNREACHABLE = (
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    asyncpg.InvalidAuthorizationSpecificationError,
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.CannotConnectNowError,
+)
+"""What connecting to an unreachable or misconfigured database raises: refused, timed out,
+unknown host, authentication refused, no such database, the server starting or stopping."""
+
+
+def error_line(exc: BaseException) -> str | None:
+    """The one line on standard error that ends a command for a known error, without the
+    ``confer:`` prefix; None for an unexpected error (which keeps its traceback).
+
+    Known: a ConferError (its detail), a ``CONFER_*`` value pydantic-settings could not
+    decode (``SettingsError``: a JSON setting that is not JSON), and a database that cannot be
+    reached (:data:`DATABASE_UNREACHABLE`)."""
+    if isinstance(exc, ConferError):
+        return f"error: {exc.detail}"
+    if isinstance(exc, SettingsError):
+        field = _SETTINGS_ERROR.search(str(exc))
+        name = f"CONFER_{field.group(1).upper()}" if field else "a setting"
+        reason = exc.__cause__ or exc
+        return f"invalid setting {name}: not valid JSON ({reason})"
+    if isinstance(exc, DATABASE_UNREACHABLE):
+        return (
+            "cannot reach the database (CONFER_DATABASE_URL, or the embedded server in "
+            f"CONFER_DATA_DIR): {type(exc).__name__}: {exc}"
+        )
+    return None
+
+
 def main() -> None:
     """The ``confer`` command line (run by :mod:`gateway.__main__`: the ``confer`` command and
     ``python -m gateway``).
 
     A setting from the environment, ``.env`` or an option that does not validate ends the
-    command with exit status 2 and one line per setting on standard error, not a traceback.
+    command with exit status 2 and one line per setting on standard error, not a traceback;
+    another known error (:func:`error_line`) with its one line and exit status 1 (3 for
+    ``serve``, :data:`STARTUP_FAILED`, when it failed while starting).
     """
     try:
         app()
@@ -500,3 +541,12 @@ def main() -> None:
         for line in settings_problems(exc):
             typer.echo(f"confer: {line}", err=True)
         raise SystemExit(2) from None
+    except SettingsError as exc:
+        typer.echo(f"confer: {error_line(exc)}", err=True)
+        raise SystemExit(2) from None
+    except Exception as exc:
+        known = error_line(exc)
+        if known is None:
+            raise
+        typer.echo(f"confer: {known}", err=True)
+        raise SystemExit(1) from None
