@@ -88,9 +88,11 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
     ``uvicorn.Config`` option may be passed (benches raise ``backlog``, lower ``log_level``).
 
     Before serving, the process claims its database (:mod:`gateway.process_claim`): a second
-    process on the same database without a shared bus is refused (exit status 3). After
-    SIGINT or SIGTERM and a graceful shutdown, the embedded PostgreSQL (no
-    ``CONFER_DATABASE_URL``) is stopped unless another Confer process still uses it.
+    process on the same database without a shared bus is refused (exit status 3). A start-up
+    that fails (a backend unreachable, a changed public URL) ends with exit status 3; one
+    interrupted by SIGINT or SIGTERM with 0. After either, or after a signal and a graceful
+    shutdown, the embedded PostgreSQL (no ``CONFER_DATABASE_URL``) is stopped unless another
+    Confer process still uses it.
     """
     options: dict[str, Any] = {
         "host": settings.host,
@@ -103,9 +105,10 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         "forwarded_allow_ips": settings.forwarded_allow_ips,
         **uvicorn_options,
     }
-    config = uvicorn.Config(_RefusalAsSentence(create_app(settings)), **options)
+    app = _RefusalAsSentence(create_app(settings))
+    config = uvicorn.Config(app, **options)
     configure_logging(settings.log_format, settings.log_level)  # after Config, which sets its own
-    server = _Server(config)
+    server = _Server(config, app)
     warning = public_url_warning(settings)
     if warning:
         log.warning(warning)
@@ -119,7 +122,7 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         except DatabaseInUseError as exc:
             log.error("refusing to start: %s", exc)
             raise SystemExit(STARTUP_FAILED) from exc
-    if not server.started:
+    if not server.started and not server.interrupted:
         raise SystemExit(STARTUP_FAILED)
 
 
@@ -142,11 +145,17 @@ def public_url_warning(settings: Settings) -> str | None:
     )
 
 
-async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: str) -> None:
+async def _serve_claimed(server: _Server, settings: Settings, claim_url: str) -> None:
     claim = await claim_database(claim_url, shared_bus=bool(settings.nats_url))
     others: list[int] | None = None
+    failed: SystemExit | None = None
     try:
-        await server.serve()
+        try:
+            await server.serve()
+        except SystemExit as exc:
+            # uvicorn's sys.exit after a failed start-up (or a port it cannot bind): the
+            # claim is released and the embedded PostgreSQL stopped before the process ends
+            failed = exc
         try:
             others = await claim.others(this_database=False)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
@@ -161,13 +170,34 @@ async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: 
             log.info("stopped the embedded PostgreSQL in %s", pgdata.resolve())
     elif settings.database_url is None:
         log.info("the embedded PostgreSQL keeps running: another Confer process uses it")
+    if failed is not None and not server.interrupted:
+        raise failed
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server without its re-raise of the stopping signal once it has shut down:
     that would end the process (SIGTERM's default action) before Confer releases its claim
     and stops the embedded PostgreSQL. A signal still stops the server gracefully; the
-    process then exits with status 0."""
+    process then exits with status 0.
+
+    A signal during start-up (uvicorn only notes it, and would wait for the lifespan however
+    long it takes) cancels the lifespan's start-up: its resources are closed, the claim
+    released, the embedded PostgreSQL stopped, and the process exits with status 0
+    (``interrupted``)."""
+
+    def __init__(self, config: uvicorn.Config, app: _RefusalAsSentence) -> None:
+        super().__init__(config)
+        self.wrapped = app
+        self.interrupted = False
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        task = self.wrapped.lifespan_task
+        if not self.started and task is not None and not task.done():
+            self.interrupted = True
+            # a signal handler runs between two bytecodes of the main thread, perhaps in the
+            # loop's select: call_soon_threadsafe wakes the loop
+            task.get_loop().call_soon_threadsafe(task.cancel)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -194,17 +224,27 @@ class _RefusalAsSentence:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.lifespan_task: asyncio.Task[Any] | None = None
+        """The task running the lifespan while it starts (a signal then cancels it); None
+        before and once it has started."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
+        self.lifespan_task = asyncio.current_task()
 
         async def send_refusal(message: Any) -> None:
             # Starlette sends startup.failed inside its ``except`` block: the error is current
             failure = sys.exc_info()[1]
             if message["type"] == "lifespan.startup.failed" and isinstance(failure, ConferError):
                 message = {**message, "message": f"refusing to start: {failure.detail}"}
+            elif message["type"] == "lifespan.startup.failed" and isinstance(
+                failure, asyncio.CancelledError
+            ):
+                message = {**message, "message": "stopped by a signal while starting"}
+            if message["type"].startswith("lifespan.startup."):
+                self.lifespan_task = None  # started (or not): a signal now is uvicorn's
             await send(message)
 
         await self.app(scope, receive, send_refusal)
