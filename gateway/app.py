@@ -22,12 +22,13 @@ from gateway import migrations
 from gateway.agents.keys import stored_key
 from gateway.agents.queue import TaskQueue, build_task_queue
 from gateway.agents.worker import AgentWorker
+from gateway.backend_urls import check_redis
 from gateway.clock import Clock
 from gateway.db import GroupCommit, create_pool
 from gateway.embedded import embedded_postgres_url
 from gateway.errors import FederationRefusedError
 from gateway.federation_auth import refusal_handler
-from gateway.http_errors import install_error_handlers
+from gateway.http_errors import install_error_handlers, install_redis_handler
 from gateway.logs import RequestIdMiddleware, backends, bind_instance, startup_banner
 from gateway.mcp.deps import ToolDeps
 from gateway.mcp.lazy import LazyMCP
@@ -200,6 +201,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         mailer = Mailer(settings)
         try:
             tracing.start()
+            if settings.redis_url:  # as NATS's: reachable within the timeout, or no start
+                await check_redis(settings.redis_url, settings.backend_connect_timeout_seconds)
             hub = await start_hub(settings, pool)
             agent_queue = build_task_queue(settings, pool)
             await agent_queue.start()
@@ -263,6 +266,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
                 outbound_policy=policy,
             )
             redis_client = _redis_client(settings.redis_url)
+            app.state.confer.redis = redis_client
             app.state.confer.nonces = (
                 RedisNonceStore(redis_client) if redis_client else PostgresNonceStore(pool)
             )
@@ -427,6 +431,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         ],
     )
     install_error_handlers(app)
+    if settings.redis_url:
+        install_redis_handler(app)
     app.add_exception_handler(FederationRefusedError, refusal_handler)
     install_problem_schema(app)
     app.add_middleware(

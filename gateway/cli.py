@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -18,6 +20,7 @@ import asyncpg
 import typer
 import uvicorn
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from uvicorn.server import HANDLED_SIGNALS
 
 from gateway import cli_concepts, cli_federation, cli_memory, migrations
@@ -85,9 +88,11 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
     ``uvicorn.Config`` option may be passed (benches raise ``backlog``, lower ``log_level``).
 
     Before serving, the process claims its database (:mod:`gateway.process_claim`): a second
-    process on the same database without a shared bus is refused (exit status 3). After
-    SIGINT or SIGTERM and a graceful shutdown, the embedded PostgreSQL (no
-    ``CONFER_DATABASE_URL``) is stopped unless another Confer process still uses it.
+    process on the same database without a shared bus is refused (exit status 3). A start-up
+    that fails (a backend unreachable, a changed public URL) ends with exit status 3; one
+    interrupted by SIGINT or SIGTERM with 0. After either, or after a signal and a graceful
+    shutdown, the embedded PostgreSQL (no ``CONFER_DATABASE_URL``) is stopped unless another
+    Confer process still uses it.
     """
     options: dict[str, Any] = {
         "host": settings.host,
@@ -100,9 +105,10 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         "forwarded_allow_ips": settings.forwarded_allow_ips,
         **uvicorn_options,
     }
-    config = uvicorn.Config(_RefusalAsSentence(create_app(settings)), **options)
+    app = _RefusalAsSentence(create_app(settings))
+    config = uvicorn.Config(app, **options)
     configure_logging(settings.log_format, settings.log_level)  # after Config, which sets its own
-    server = _Server(config)
+    server = _Server(config, app)
     warning = public_url_warning(settings)
     if warning:
         log.warning(warning)
@@ -116,7 +122,7 @@ def run_server(settings: Settings, **uvicorn_options: Any) -> None:
         except DatabaseInUseError as exc:
             log.error("refusing to start: %s", exc)
             raise SystemExit(STARTUP_FAILED) from exc
-    if not server.started:
+    if not server.started and not server.interrupted:
         raise SystemExit(STARTUP_FAILED)
 
 
@@ -139,11 +145,17 @@ def public_url_warning(settings: Settings) -> str | None:
     )
 
 
-async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: str) -> None:
+async def _serve_claimed(server: _Server, settings: Settings, claim_url: str) -> None:
     claim = await claim_database(claim_url, shared_bus=bool(settings.nats_url))
     others: list[int] | None = None
+    failed: SystemExit | None = None
     try:
-        await server.serve()
+        try:
+            await server.serve()
+        except SystemExit as exc:
+            # uvicorn's sys.exit after a failed start-up (or a port it cannot bind): the
+            # claim is released and the embedded PostgreSQL stopped before the process ends
+            failed = exc
         try:
             others = await claim.others(this_database=False)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
@@ -158,13 +170,34 @@ async def _serve_claimed(server: uvicorn.Server, settings: Settings, claim_url: 
             log.info("stopped the embedded PostgreSQL in %s", pgdata.resolve())
     elif settings.database_url is None:
         log.info("the embedded PostgreSQL keeps running: another Confer process uses it")
+    if failed is not None and not server.interrupted:
+        raise failed
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server without its re-raise of the stopping signal once it has shut down:
     that would end the process (SIGTERM's default action) before Confer releases its claim
     and stops the embedded PostgreSQL. A signal still stops the server gracefully; the
-    process then exits with status 0."""
+    process then exits with status 0.
+
+    A signal during start-up (uvicorn only notes it, and would wait for the lifespan however
+    long it takes) cancels the lifespan's start-up: its resources are closed, the claim
+    released, the embedded PostgreSQL stopped, and the process exits with status 0
+    (``interrupted``)."""
+
+    def __init__(self, config: uvicorn.Config, app: _RefusalAsSentence) -> None:
+        super().__init__(config)
+        self.wrapped = app
+        self.interrupted = False
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        task = self.wrapped.lifespan_task
+        if not self.started and task is not None and not task.done():
+            self.interrupted = True
+            # a signal handler runs between two bytecodes of the main thread, perhaps in the
+            # loop's select: call_soon_threadsafe wakes the loop
+            task.get_loop().call_soon_threadsafe(task.cancel)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -191,17 +224,27 @@ class _RefusalAsSentence:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.lifespan_task: asyncio.Task[Any] | None = None
+        """The task running the lifespan while it starts (a signal then cancels it); None
+        before and once it has started."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
+        self.lifespan_task = asyncio.current_task()
 
         async def send_refusal(message: Any) -> None:
             # Starlette sends startup.failed inside its ``except`` block: the error is current
             failure = sys.exc_info()[1]
             if message["type"] == "lifespan.startup.failed" and isinstance(failure, ConferError):
                 message = {**message, "message": f"refusing to start: {failure.detail}"}
+            elif message["type"] == "lifespan.startup.failed" and isinstance(
+                failure, asyncio.CancelledError
+            ):
+                message = {**message, "message": "stopped by a signal while starting"}
+            if message["type"].startswith("lifespan.startup."):
+                self.lifespan_task = None  # started (or not): a signal now is uvicorn's
             await send(message)
 
         await self.app(scope, receive, send_refusal)
@@ -485,12 +528,50 @@ def settings_problems(exc: ValidationError) -> list[str]:
     return lines
 
 
+_SETTINGS_ERROR = re.compile(r'error parsing value for field "(\w+)"')
+
+DATABASE_UNREACHABLE = (
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    asyncpg.InvalidAuthorizationSpecificationError,
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.CannotConnectNowError,
+)
+"""What connecting to an unreachable or misconfigured database raises: refused, timed out,
+unknown host, authentication refused, no such database, the server starting or stopping."""
+
+
+def error_line(exc: BaseException) -> str | None:
+    """The one line on standard error that ends a command for a known error, without the
+    ``confer:`` prefix; None for an unexpected error (which keeps its traceback).
+
+    Known: a ConferError (its detail), a ``CONFER_*`` value pydantic-settings could not
+    decode (``SettingsError``: a JSON setting that is not JSON), and a database that cannot be
+    reached (:data:`DATABASE_UNREACHABLE`)."""
+    if isinstance(exc, ConferError):
+        return f"error: {exc.detail}"
+    if isinstance(exc, SettingsError):
+        field = _SETTINGS_ERROR.search(str(exc))
+        name = f"CONFER_{field.group(1).upper()}" if field else "a setting"
+        reason = exc.__cause__ or exc
+        return f"invalid setting {name}: not valid JSON ({reason})"
+    if isinstance(exc, DATABASE_UNREACHABLE):
+        return (
+            "cannot reach the database (CONFER_DATABASE_URL, or the embedded server in "
+            f"CONFER_DATA_DIR): {type(exc).__name__}: {exc}"
+        )
+    return None
+
+
 def main() -> None:
     """The ``confer`` command line (run by :mod:`gateway.__main__`: the ``confer`` command and
     ``python -m gateway``).
 
     A setting from the environment, ``.env`` or an option that does not validate ends the
-    command with exit status 2 and one line per setting on standard error, not a traceback.
+    command with exit status 2 and one line per setting on standard error, not a traceback;
+    another known error (:func:`error_line`) with its one line and exit status 1 (3 for
+    ``serve``, :data:`STARTUP_FAILED`, when it failed while starting).
     """
     try:
         app()
@@ -500,3 +581,12 @@ def main() -> None:
         for line in settings_problems(exc):
             typer.echo(f"confer: {line}", err=True)
         raise SystemExit(2) from None
+    except SettingsError as exc:
+        typer.echo(f"confer: {error_line(exc)}", err=True)
+        raise SystemExit(2) from None
+    except Exception as exc:
+        known = error_line(exc)
+        if known is None:
+            raise
+        typer.echo(f"confer: {known}", err=True)
+        raise SystemExit(1) from None

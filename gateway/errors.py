@@ -504,6 +504,19 @@ class StorageUnavailableError(ServiceUnavailableError):
     code, title = "storage_unavailable", "The attachment storage is unavailable"
 
 
+class BackendUnavailableError(ServiceUnavailableError):
+    """A configured backing service (Redis ``CONFER_REDIS_URL``, NATS ``CONFER_NATS_URL``,
+    the database) does not answer: at start-up the process refuses to start with this
+    detail; for a request, nothing was done and ``Retry-After`` (RFC 9110 §10.2.3) says when
+    to try again."""
+
+    code, title = "backend_unavailable", "A backing service does not answer"
+
+    def __init__(self, detail: str, *, retry_after: int = 5) -> None:
+        super().__init__(detail, retry_after=retry_after)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
 class TranslationFailedError(ConferError):
     code, title = "translation_failed", "The translation model could not translate"
 

@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from http_sf.types import InnerListType
+from limits.errors import StorageError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -267,6 +268,26 @@ async def _database_refused(request: Request, exc: Exception) -> JSONResponse:
     return problem_for(busy, request.url.path)
 
 
+async def _rate_limit_storage(request: Request, exc: Exception) -> JSONResponse:
+    """Redis (``CONFER_REDIS_URL``) did not answer during the request: most often while a
+    login, registration, password reset or OAuth request was counted. Those limits guard
+    passwords against guessing, so the request is refused (503 ``backend_unavailable``,
+    ``Retry-After``) rather than let through uncounted."""
+    log.warning("Redis does not answer on %s: %s", request.url.path, exc)
+    down = e.BackendUnavailableError("a shared store (Redis) does not answer; try again")
+    return problem_for(down, request.url.path)
+
+
+def install_redis_handler(app: FastAPI) -> None:
+    """Answer a Redis error that reached a route (``CONFER_REDIS_URL`` gone: presence, typing,
+    unread counts) with 503 ``backend_unavailable`` as the rate limits' is, not a 500. Only
+    for an app with Redis configured: it imports redis-py."""
+    from redis.exceptions import ConnectionError, TimeoutError
+
+    for failure in (ConnectionError, TimeoutError):
+        app.add_exception_handler(failure, _rate_limit_storage)
+
+
 async def _transaction_conflict(request: Request, exc: Exception) -> JSONResponse:
     """PostgreSQL ended the transaction to resolve a conflict with a concurrent one: a
     deadlock (SQLSTATE 40P01) or a serialization failure (40001). The transaction rolled
@@ -326,5 +347,6 @@ def install_error_handlers(app: FastAPI) -> None:
         asyncpg.exceptions.SerializationError,
     ):
         app.add_exception_handler(conflict, _transaction_conflict)
+    app.add_exception_handler(StorageError, _rate_limit_storage)
     app.add_exception_handler(ClientDisconnect, _client_disconnect)
     app.add_exception_handler(Exception, _unexpected_error)

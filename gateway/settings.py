@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from did.errors import InvalidDIDError
 from did.web import did_from_base_url
 from gateway.agents.catalog import WIRE_FORMATS
 
@@ -498,7 +499,7 @@ class Settings(BaseSettings):
         default=3.0, description="At most one typing event per user and conversation per this."
     )
     attachment_max_bytes: int = Field(
-        default=25 * 1024 * 1024, description="Largest attachment upload, in bytes."
+        default=25 * 1024 * 1024, gt=0, description="Largest attachment upload, in bytes."
     )
     attachment_quota_bytes: int = Field(
         default=1024 * 1024 * 1024,
@@ -565,6 +566,12 @@ class Settings(BaseSettings):
         default=None,
         description="Redis for presence, typing, rate limits and signature nonces;"
         " unset = in-process.",
+    )
+    backend_connect_timeout_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="How long start-up tries to reach NATS and Redis (nats_url, redis_url)"
+        " before refusing to start (docs/operations.md).",
     )
     # Notifications and e-mail (docs/notifications.md).
     web_push: bool = Field(
@@ -639,6 +646,36 @@ class Settings(BaseSettings):
                 raise ValueError("CONFER_ADMIN_USERNAMES: a JSON list of usernames")
         return value
 
+    @field_validator(
+        "peer_rate_limit_domain",
+        "peer_rate_limit_agent",
+        "did_fetch_budget_host",
+        "did_fetch_budget_did",
+        "rate_limit_login_ip",
+        "rate_limit_login_account",
+        "rate_limit_register_ip",
+        "rate_limit_oauth_ip",
+        "rate_limit_reports",
+        "rate_limit_reset_ip",
+        "rate_limit_reset_account",
+    )
+    @classmethod
+    def _rate_limits_parse(cls, value: str) -> str:
+        # checked here, before anything starts, not when the limiter is built; ``limits``
+        # loads only when such a setting is given (validators skip the defaults)
+        from limits import parse_many
+
+        parse_many(value)  # ValueError: "couldn't parse rate limit string 'lots'"
+        return value
+
+    @field_validator("encryption_keys")
+    @classmethod
+    def _encryption_keys_parse(cls, value: str | None) -> str | None:
+        from gateway.services.encryption import Keyring
+
+        Keyring.from_setting(value)  # ValueError naming the bad entry
+        return value
+
     @field_validator("outbound_allowed_networks")
     @classmethod
     def _networks_are_cidrs(cls, value: list[str]) -> list[str]:
@@ -666,7 +703,12 @@ class Settings(BaseSettings):
             raise ValueError("public_url must be an absolute http(s) URL")
         if parts.path not in ("", "/") or parts.query or parts.fragment:
             raise ValueError("public_url must not have a path, query or fragment")
-        return f"{parts.scheme}://{parts.netloc}"
+        base = f"{parts.scheme}://{parts.netloc}"
+        try:  # the instance DID is derived from it: a did:web host is a name, never an IP
+            did_from_base_url(base)
+        except InvalidDIDError as exc:
+            raise ValueError(str(exc)) from None
+        return base
 
     @property
     def instance_did(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import asyncpg
 import httpx
@@ -32,6 +33,9 @@ from gateway.settings import Settings
 from gateway.storage import AttachmentStorage
 from gateway.workers.supervisor import Supervisor
 
+if TYPE_CHECKING:  # redis-py loads only when Redis is configured
+    from redis.asyncio import Redis
+
 
 @dataclass
 class AppState:
@@ -53,6 +57,8 @@ class AppState:
     task_events: TaskEvents = field(default_factory=TaskEvents)
     nonces: NonceStore | None = None
     peer_limits: PeerRateLimiter | None = None
+    redis: Redis | None = None
+    """The client of ``CONFER_REDIS_URL`` (None without it); ``/readyz`` pings it."""
     metrics: InstanceCollector | None = None
     metrics_registry: CollectorRegistry | None = None
     supervisor: Supervisor | None = None

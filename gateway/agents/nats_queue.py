@@ -35,6 +35,7 @@ from nats.js.api import (
 from nats.js.errors import BadRequestError
 
 from gateway.agents.queue import Delivery, TaskQueue
+from gateway.backend_urls import connect_nats
 from gateway.store.agent_tasks import Dispatch
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ class NatsTaskQueue(TaskQueue):
         subject_prefix: str = "",
         max_age_seconds: float = 3600.0,
         sweep_seconds: float = 30.0,
+        connect_timeout: float = 15.0,
     ) -> None:
         self.url = url
+        self.connect_timeout = connect_timeout  # seconds for the first connection
         self.stream = stream
         self.consumer = consumer
         self.subject_prefix = subject_prefix
@@ -73,8 +76,8 @@ class NatsTaskQueue(TaskQueue):
 
     async def start(self) -> None:
         """Connect, create or update the stream, create the consumer if missing, and bind."""
-        self._nc = await nats.connect(
-            servers=[self.url], name="confer-agent-tasks", max_reconnect_attempts=-1
+        self._nc = await connect_nats(
+            self.url, name="confer-agent-tasks", within=self.connect_timeout
         )
         self._js = self._nc.jetstream()
         await self._ensure_stream(self._js)

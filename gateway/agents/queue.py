@@ -148,5 +148,6 @@ def build_task_queue(settings: Settings, pool: Pool) -> TaskQueue:
             subject_prefix=settings.agent_queue_subject_prefix,
             max_age_seconds=settings.agent_queue_max_age_seconds,
             sweep_seconds=sweep if sweep is not None else 30.0,
+            connect_timeout=settings.backend_connect_timeout_seconds,
         )
     return PostgresTaskQueue(pool, sweep_seconds=sweep if sweep is not None else 2.0)

@@ -15,7 +15,7 @@ def build_bus(settings: Settings) -> EventBus:
     if settings.nats_url:
         from gateway.realtime.nats_bus import NatsBus
 
-        return NatsBus(settings.nats_url)
+        return NatsBus(settings.nats_url, connect_timeout=settings.backend_connect_timeout_seconds)
     return InProcessBus()
 
 

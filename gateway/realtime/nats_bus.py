@@ -18,10 +18,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from gateway.backend_urls import connect_nats
 from gateway.realtime.bus import (
     Deliver,
     EventBus,
@@ -59,8 +59,9 @@ def task_subject(task_id: str) -> str:
 class NatsBus(EventBus):
     """Publishes frames to ``user.{id}.events`` and subscribes per watched user."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, connect_timeout: float = 15.0) -> None:
         self.url = url
+        self.connect_timeout = connect_timeout  # seconds for the first connection
         self._nc: Client | None = None
         self._deliver: Deliver | None = None
         self._subscriptions: dict[str, Any] = {}
@@ -68,9 +69,7 @@ class NatsBus(EventBus):
 
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
-        self._nc = await nats.connect(
-            servers=[self.url], name="confer-gateway", max_reconnect_attempts=-1
-        )
+        self._nc = await connect_nats(self.url, name="confer-gateway", within=self.connect_timeout)
 
     async def close(self) -> None:
         nc, self._nc = self._nc, None

@@ -2,7 +2,8 @@
 
 ``/healthz`` (in :mod:`gateway.routes.identity`) says the process answers; ``/readyz`` says it
 should get traffic: the database answers within :data:`READY_TIMEOUT_SECONDS`, its schema is at
-the newest migration, and every supervised worker is still running (or finished on purpose).
+the newest migration, every supervised worker is still running (or finished on purpose), and
+Redis, when ``CONFER_REDIS_URL`` is set, answers a ``PING`` within the same time.
 """
 
 from __future__ import annotations
@@ -89,9 +90,26 @@ async def _schema_check(state: AppState) -> tuple[str, str]:
     return "ok", "ok"
 
 
+async def _redis_check(state: AppState) -> str | None:
+    """``ok``, what went wrong pinging ``CONFER_REDIS_URL`` (rate limits, nonces and presence
+    live there), or None without Redis."""
+    if state.redis is None:
+        return None
+    from redis.exceptions import RedisError  # loaded already: the client is redis-py's
+
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            await state.redis.ping()
+    except TimeoutError:
+        return f"no answer within {READY_TIMEOUT_SECONDS:g} s"
+    except (RedisError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
 @router.get(
     "/readyz",
-    summary="Readiness: database, migrations, workers",
+    summary="Readiness: database, migrations, workers, Redis",
     tags=["system"],
     responses={503: {"description": "A check failed; `failed` names which."}},
 )
@@ -106,6 +124,9 @@ async def readyz(state: State) -> JSONResponse:
     else:
         workers = "ok" if not stopped else f"stopped: {', '.join(stopped)}"
     checks = {"database": database, "migrations": schema, "workers": workers}
+    redis = await _redis_check(state)
+    if redis is not None:
+        checks["redis"] = redis
     failed = [name for name, value in checks.items() if value != "ok"]
     if failed:
         body = {"status": "unavailable", "failed": failed, "checks": checks}

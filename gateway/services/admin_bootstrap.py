@@ -30,7 +30,8 @@ async def ensure_admin(
 ) -> str:
     """Make ``username`` an admin, registering it first when it does not exist (with
     ``password``, or a generated one that is returned in the message). Returns a one-line
-    report. Raises the registration errors (UsernameInvalidError, UsernameTakenError)."""
+    report. Raises the registration errors (FieldInvalidError for a name or password out of
+    bounds, UsernameInvalidError, UsernameTakenError)."""
     async with pool.acquire() as conn:
         user = await users_store.get_user_by_username(conn, username=username)
     generated = None
@@ -38,7 +39,11 @@ async def ensure_admin(
         if password is None:
             password = generated = secrets.token_urlsafe(18)
         accounts = Accounts(pool, identity, Clock(), settings)
-        data = RegisterCreate(username=username, password=password, device_id="cli")
+        try:
+            data = RegisterCreate(username=username, password=password, device_id="cli")
+        except ValidationError as exc:  # the same rules as POST /v1/auth/register
+            first = exc.errors(include_url=False)[0]
+            raise FieldInvalidError([str(p) for p in first["loc"]], first["msg"]) from None
         token = await accounts.register(data, ip=None)
         user_id = token.user.id
     else:

@@ -96,3 +96,12 @@ async def confer_serve(
                 process.kill()
                 await process.wait()
         log.close()
+
+
+def refused_once(output: str, naming: str) -> None:
+    """Assert that ``output`` (a ``confer serve`` that ended) refused to start in exactly one
+    line, naming ``naming`` (``CONFER_NATS_URL=nats://…``), and printed no traceback."""
+    refusals = [line for line in output.splitlines() if "refusing to start" in line]
+    assert len(refusals) == 1, output[-3000:]
+    assert naming in refusals[0], refusals[0]
+    assert "Traceback" not in output, output[-3000:]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from tests.gateway.harness import Instance, free_port, run_instance
 
@@ -170,3 +173,84 @@ def test_the_command_line_loads_with_the_collector_paused_then_runs_with_it() ->
     key, flags = result.stdout.splitlines()
     assert key.startswith("k9:")
     assert flags == "True True True"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("CONFER_ENCRYPTION_KEYS", "garbage", "='garbage': Value error, CONFER_ENCRYPTION_KEYS"),
+        ("CONFER_LLM_PROVIDERS", "{bad", ": not valid JSON"),
+        ("CONFER_CORS_ORIGINS", "*", ": not valid JSON"),
+        ("CONFER_PUBLIC_URL", "http://127.0.0.1:8103", "must not be an IP address"),
+        ("CONFER_PEER_RATE_LIMIT_DOMAIN", "lots", "couldn't parse rate limit string 'lots'"),
+        ("CONFER_ATTACHMENT_MAX_BYTES", "0", "='0': Input should be greater than 0"),
+    ],
+)
+def test_a_bad_setting_is_refused_in_one_line_before_anything_starts(
+    tmp_path: Path, name: str, value: str, says: str
+) -> None:
+    """Checked with the other settings: the embedded PostgreSQL of CONFER_DATA_DIR is never
+    created or started for a setting that would be refused later."""
+    env = {
+        "CONFER_DATA_DIR": str(tmp_path),
+        "CONFER_PORT": str(free_port()),
+        "PATH": "/usr/bin:/bin",
+        name: value,
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        line for line in result.stderr.splitlines() if line.startswith("confer: ")
+    ], result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"confer: invalid setting {name}"), result.stderr
+    assert says in result.stderr
+    assert not (tmp_path / "pg").exists()
+
+
+@pytest.mark.parametrize("command", [["did"], ["serve"], ["keys", "list"]])
+def test_an_unreachable_database_is_one_line(command: list[str]) -> None:
+    env = {
+        "CONFER_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/confer",
+        "CONFER_PORT": str(free_port()),
+        "PATH": "/usr/bin:/bin",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and "╭" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "confer: cannot reach the database (CONFER_DATABASE_URL"
+    ), result.stderr
+    assert "ConnectionRefusedError" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("username", "says"),
+    [
+        ("Bad Name!", "are not allowed: U+0020 SPACE"),
+        ("", "username"),
+        ("x" * 100, "username"),
+    ],
+    ids=["characters", "empty", "too-long"],
+)
+async def test_create_admin_with_an_unusable_name_is_one_line(
+    database_url: str, username: str, says: str
+) -> None:
+    result = await confer("create-admin", username, database_url=database_url)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "╭" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("confer: error: "), lines
+    assert says in lines[0]

@@ -1,6 +1,6 @@
-"""``confer serve`` on the embedded PostgreSQL stops it when it exits (SIGINT or SIGTERM)
-unless another Confer process still uses it; ``confer stop`` stops it on request. Real
-processes, a real pgserver data directory."""
+"""``confer serve`` on the embedded PostgreSQL stops it when it exits (SIGINT or SIGTERM, a
+start-up refused or interrupted) unless another Confer process still uses it; ``confer stop``
+stops it on request. Real processes, a real pgserver data directory."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from pgserver.utils import PostmasterInfo
 
 from tests.gateway.harness import NATS_URL, RUN_RATE_LIMIT_PREFIX, free_port, reachable
-from tests.gateway.serving import ROOT, Served, confer_serve
+from tests.gateway.serving import ROOT, Served, confer_serve, refused_once
 
 
 def _env(data_dir: Path, port: int, public_port: int | None = None, **extra: str) -> dict[str, str]:
@@ -136,3 +137,61 @@ async def test_confer_stop_stops_an_idle_embedded_postgres(data_dir: Path) -> No
     assert not _running(pgdata)
     again = await asyncio.to_thread(_confer, "stop", data_dir=data_dir)
     assert again.stdout.strip() == f"the embedded PostgreSQL in {pgdata} is not running"
+
+
+NOBODY = "nats://127.0.0.1:1"  # nothing listens on port 1
+
+
+async def test_an_unreachable_nats_refuses_to_start_and_stops_the_embedded_postgres(
+    data_dir: Path,
+) -> None:
+    env = _env(
+        data_dir, free_port(), CONFER_NATS_URL=NOBODY, CONFER_BACKEND_CONNECT_TIMEOUT_SECONDS="3"
+    )
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "gateway", "serve"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,  # a loaded machine starts the embedded PostgreSQL slowly
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output[-3000:]
+    refused_once(output, f"CONFER_NATS_URL={NOBODY}")
+    assert "stopped the embedded PostgreSQL" in output
+    assert not _running(data_dir / "pg")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+async def test_a_signal_during_start_up_ends_it_and_stops_the_embedded_postgres(
+    data_dir: Path, sig: signal.Signals
+) -> None:
+    # NATS is tried for far longer than the test waits: only the signal can end start-up
+    env = _env(
+        data_dir, free_port(), CONFER_NATS_URL=NOBODY, CONFER_BACKEND_CONNECT_TIMEOUT_SECONDS="3600"
+    )
+    with tempfile.TemporaryFile() as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            env={**env, "PYTHONPATH": str(ROOT)},
+            stdout=log,
+            stderr=log,
+        )
+        served = Served("", process, log)
+        try:
+            await served.wait_for_output("Waiting for application startup", within=240)
+            returncode = await _stop(served, sig)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        output = served.output()
+    assert returncode == 0, output[-3000:]
+    assert "stopped by a signal while starting" in output
+    assert "Traceback" not in output, output[-3000:]
+    assert "stopped the embedded PostgreSQL" in output
+    assert not _running(data_dir / "pg")
