@@ -22,7 +22,7 @@ from pydantic.config import JsonDict
 from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, DisplayName, GroupName, StoredJson, Timestamp, Ulid
 from .federation_api import DeliveryPublic
-from .messages import Citation, ContentType, Message, Translation
+from .messages import CitationCreate, ContentType, Message, Translation
 from .translation import MessageLanguage
 from .users import UserPreferences
 
@@ -317,7 +317,7 @@ class MessageCreate(ConferModel):
     content_type: ContentType = "text"
     content_json: StoredJson = None
     in_reply_to: Ulid | None = None
-    citations: list[Citation] | None = Field(default=None, max_length=100)
+    citations: list[CitationCreate] | None = Field(default=None, max_length=100)
     language: MessageLanguage | None = None
     translation: Translation | None = None
     via: Literal["web", "mobile", "api", "claude-code"] | None = "api"

@@ -128,6 +128,19 @@ REFUSED = [
     ([{"text": "hi"}], {"via": "carrier-pigeon"}, -32602),
     ([{"text": "hi"}], {"citations": "RFC 9421"}, -32602),
     ([{"text": "x"}], {"contentType": "text", "citations": [{"source": "s"}]}, -32602),
+    # a citation url that is not http(s) would be a link running in the reader's browser
+    *(
+        (
+            [{"text": "see"}],
+            {
+                "contentType": kind,
+                "citations": [{"source": "clickme", "url": url, "trust_level": "verified"}],
+            },
+            -32602,
+        )
+        for kind in ("citation", "text")
+        for url in ("javascript:alert(document.cookie)", "data:text/html,<b>x</b>")
+    ),
     # a plain A2A message needs text, as before
     ([{"data": {"q": 1}}], {}, -32005),
 ]

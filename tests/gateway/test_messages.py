@@ -53,6 +53,18 @@ VALID = [
         "citations": [{"source": "RFC 9421", "page": 3, "trust_level": "authoritative"}],
     },
     {
+        "content_type": "citation",
+        "content": "see",
+        "citations": [
+            {
+                "source": "RFC",
+                "url": "https://www.rfc-editor.org/rfc/rfc9421",
+                "trust_level": "verified",
+            },
+            {"source": "old", "url": "HTTP://example.org/a?b=c#d", "trust_level": "unverified"},
+        ],
+    },
+    {
         "content_type": "text",
         "content": "hola",
         "translation": {"from": "es", "to": "en", "provider": "offline"},
@@ -73,6 +85,23 @@ INVALID = [
     {"content_type": "tool_result", "content_json": {"result": 1}},
     {"content_type": "file", "content_json": {"attachment_id": "nope", "filename": "a"}},
     {"content_type": "citation", "content": "see"},
+    # a citation's url is shown as a link: only http and https
+    *(
+        {
+            "content_type": kind,
+            "content": "see",
+            "citations": [{"source": "clickme", "url": url, "trust_level": "verified"}],
+        }
+        for kind in ("citation", "text")
+        for url in (
+            "javascript:alert(document.cookie)",
+            " JavaScript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "ftp://example.org/a",
+            "https://",
+            "example.org/page",
+        )
+    ),
     {"content_type": "system_notice", "content": "I am the server"},
     {"content_type": "poem", "content": "x"},
     {"content_type": "text", "content": "x", "language": "!!"},
@@ -89,12 +118,13 @@ async def test_content_types_are_validated(instance: Instance) -> None:
             if key in body:
                 expected = body[key]
                 if key == "citations":
-                    expected = [{"url": None, "passage": None, **c} for c in expected]
+                    expected = [{"url": None, "page": None, "passage": None, **c} for c in expected]
                 assert stored[key] == expected, key
     for body in INVALID:
         response = await _post(alice, cid, **body)
         assert response.status_code == 422, (body, response.text)
         assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["code"] == "validation_failed"
 
 
 async def test_language_tags_fit_the_column_or_are_422(instance: Instance) -> None:

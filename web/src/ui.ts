@@ -40,3 +40,16 @@ export async function attempt(fail: (text: string) => void, fn: () => Promise<un
 export function didHost(did: string | null | undefined): string {
   return decodeURIComponent(String(did ?? "").split(":")[2] ?? "");
 }
+
+/** ``url`` when it is an absolute http(s) address, else null: only such a URL from a message
+ * (a citation's) becomes a link — a javascript: or data: URL would run in this page when
+ * clicked, whatever the server accepted when it was stored. */
+export function webUrl(url: string | null | undefined): string | null {
+  if (!url) return null;
+  try {
+    const parsed = new URL(url);
+    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.host ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
