@@ -331,6 +331,17 @@ class MessagePosted(Message):
     version: int = Field(ge=1)
 
 
+class MessageListed(Message):
+    """A message as listed (``GET …/messages``, a thread's page): the stored
+    :class:`~models.messages.Message`, its current ``version`` (1 + its previous versions,
+    ``message_versions``) and ``edited_at``, when it was last edited (``messages.updated_at``
+    once it has a previous version; None for a message never edited), so a client shows an
+    edit after a reload as well as from the ``message.edited`` event."""
+
+    version: int = Field(ge=1)
+    edited_at: Timestamp | None = None
+
+
 class MessageUpdate(ConferModel):
     """``PATCH …/messages/{id}``: new content for the caller's own message.
 
@@ -414,7 +425,7 @@ class ReadCreate(ConferModel):
 class MessagePage(ConferModel):
     """A page of messages, newest first. Pass ``next_before`` as ``before`` for the next page."""
 
-    items: list[Message]
+    items: list[MessageListed]
     next_before: Ulid | None = None
 
 
@@ -451,7 +462,7 @@ class ProblemDetails(ConferModel):
 class ThreadPage(ConferModel):
     """A page of a thread, oldest first. Pass ``next_after`` as ``after`` for the next page."""
 
-    items: list[Message]
+    items: list[MessageListed]
     next_after: Ulid | None = None
 
 

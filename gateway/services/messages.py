@@ -39,6 +39,7 @@ from models.api import (
     MembershipPublic,
     MessageCreate,
     MessageDetail,
+    MessageListed,
     MessageUpdate,
     MessageVersionPublic,
     ReadCreate,
@@ -204,7 +205,7 @@ async def list_thread(
     *,
     after: str | None,
     limit: int,
-) -> tuple[list[Message], str | None]:
+) -> tuple[list[MessageListed], str | None]:
     """The thread ``message_id`` belongs to (root first, replies in order), paged forward."""
     async with pool.acquire() as conn:
         await require_membership(conn, conversation_id=conversation_id, user=user)
@@ -218,8 +219,8 @@ async def list_thread(
             after=after,
             limit=limit + 1,
         )
-    next_after = items[limit - 1].id if len(items) > limit else None
-    return items[:limit], next_after
+        next_after = items[limit - 1].id if len(items) > limit else None
+        return await change_store.listed(conn, items[:limit]), next_after
 
 
 async def mark_read(

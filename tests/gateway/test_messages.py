@@ -217,6 +217,27 @@ async def test_edit_keeps_versions_and_refuses_stale_writes(instance: Instance) 
     assert [v["content"] for v in detail["previous_versions"]] == ["v1", "v2"]
 
 
+async def test_lists_say_which_messages_were_edited(instance: Instance) -> None:
+    """A listed message carries its ``version`` and ``edited_at`` (as a single read does), so
+    a client that reloads still shows an edit it did not see happen."""
+    alice, bob, cid = await _pair(instance)
+    root = (await _post(alice, cid, content="root")).json()
+    edited = (await _post(alice, cid, content="v1", in_reply_to=root["id"])).json()
+    path = f"/v1/conversations/{cid}/messages/{edited['id']}"
+    changed = await alice.request("PATCH", path, json={"version": 1, "content": "v2"})
+    assert changed.status_code == 200, changed.text
+    detail = (await bob.request("GET", path)).json()
+    assert detail["version"] == 2 and detail["edited_at"] is not None
+    listed = (await bob.request("GET", f"/v1/conversations/{cid}/messages")).json()["items"]
+    thread = (
+        await bob.request("GET", f"/v1/conversations/{cid}/messages/{root['id']}/thread")
+    ).json()["items"]
+    for items in (listed, thread):
+        shown = {m["id"]: (m["content"], m["version"], m["edited_at"]) for m in items}
+        assert shown[root["id"]] == ("root", 1, None)
+        assert shown[edited["id"]] == ("v2", 2, detail["edited_at"])
+
+
 async def test_delete_removes_content_from_every_read_path(instance: Instance) -> None:
     alice, bob, cid = await _pair(instance)
     root = (await _post(alice, cid, content="root")).json()
