@@ -536,6 +536,18 @@ async def store_user_message(
             message_id=message.id,
         )
     participants = outcome.participants  # as they are under the conversation's lock
+    if conversation.type != "group":
+        # writing to a stranger who wrote first accepts their request (the accept endpoint's
+        # effects and event), so the conversation is in the writer's inbox from now on
+        [mine] = [p for p in participants if p["user_id"] == user.id] or [{}]
+        await message_requests.accept_by_writing(
+            tx,
+            hub,
+            user_id=user.id,
+            conversation_id=conversation_id,
+            state=mine.get("request_state"),
+            now=message.created_at,
+        )
     post = Post(
         message,
         sender_name=user.display_name or user.username,
