@@ -1,13 +1,16 @@
-"""How the web client shows a message it loads (not one it saw arrive live), in real headless
-Chromium on one ``confer serve``: an edit shows as "(edited)" after a reload, and a citation
-becomes a link only when its URL is http or https, whatever is stored. Same set-up and skips as
-``test_client.py``.
+"""How the web client shows messages and refusals, in real headless Chromium: a loaded message
+(not one seen arriving live) shows an edit as "(edited)", and a citation becomes a link only
+when its URL is http or https, whatever is stored (one ``confer serve``); refusals say why — a
+username's rule, a field's length limit, a file's limit in MiB — file sizes are in bytes below
+1 KiB, and a group member on another instance is labelled by its host (two). Same set-up and
+skips as ``test_client.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from typing import Any
 
 import asyncpg
@@ -27,6 +30,7 @@ from tests.web.test_client import (
     open_conversation,
     register,
     send,
+    token_of,
 )
 
 pytestmark = [
@@ -120,3 +124,76 @@ async def test_loaded_messages_show_edits_and_only_web_links(make_database) -> N
         )
         await expect(listed.get_by_role("listitem").filter(has_text="clickme")).to_be_visible()
         await expect(listed.get_by_role("listitem").filter(has_text="inline")).to_be_visible()
+
+
+async def test_refusals_say_why_and_members_say_where(
+    make_database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONFER_ATTACHMENT_MAX_BYTES", str(1024 * 1024))
+    a_db, b_db = await make_database(), await make_database()
+    b_port = free_port()
+    async with contextlib.AsyncExitStack() as stack:
+        a_url = await stack.enter_async_context(confer_process(free_port(), a_db, print))
+        b_url = await stack.enter_async_context(confer_process(b_port, b_db, print))
+        browser = await stack.enter_async_context(chromium())
+        alice = await (await browser.new_context()).new_page()
+        alice.set_default_timeout(TIMEOUT)
+
+        # Usernames: the rule is said, and only a valid name is ever suggested.
+        await alice.goto(a_url + "/")
+        await alice.get_by_role("button", name="No account? Create one").click()
+        alert = alice.get_by_role("alert")
+        for typed, shown in (
+            ("bad user!", "a-z, 0-9, '.', '_' and '-'"),
+            ("Bad!", "a-z, 0-9, '.', '_' and '-'"),
+            ("Alice", "use 'alice'"),
+            ("x" * 65, "at most 64 characters"),
+        ):
+            await alice.get_by_label("Username").fill(typed)
+            await alice.get_by_label("Password").fill("alice-browser-password")
+            await alice.get_by_role("button", name="Create account").click()
+            await expect(alert).to_contain_text(shown)
+            await expect(alert).not_to_contain_text("use 'bad!'")
+        await register(alice, a_url, "alice")
+        bob = await _bob(b_url)
+        stack.push_async_callback(bob.aclose)
+        bob_did = (await bob.get("/v1/me")).json()["did"]
+
+        # A group with bob of B: the members page says where he is, not "peer_agent".
+        api = httpx.AsyncClient(
+            base_url=a_url, headers={"Authorization": f"Bearer {await token_of(alice)}"}
+        )
+        stack.push_async_callback(api.aclose)
+        made = await api.post(
+            "/v1/conversations",
+            json={"type": "group", "name": "launch", "participant_dids": [bob_did]},
+            timeout=60,
+        )
+        assert made.status_code == 201, made.text
+        gid = made.json()["id"]
+        await alice.goto(f"{a_url}/#/c/{gid}/members")
+        members = alice.get_by_test_id("member")
+        await expect(members).to_have_count(2)
+        await expect(members.filter(has_text="bob")).to_contain_text(
+            f"member · on localhost:{b_port}"
+        )
+        await expect(alice.get_by_role("list", name="Members")).not_to_contain_text("peer_agent")
+
+        # Files: a tiny one's size in bytes; one over the limit is refused with the limit.
+        await alice.goto(f"{a_url}/#/c/{gid}")
+        await alice.get_by_label("Attach a file").set_input_files(
+            {"name": "two.txt", "mimeType": "text/plain", "buffer": b"hi"}
+        )
+        await expect(alice.get_by_role("button", name="Download two.txt (2 bytes)")).to_be_visible()
+        await alice.get_by_label("Attach a file").set_input_files(
+            {"name": "big.bin", "mimeType": "application/octet-stream", "buffer": b"x" * (2 << 20)}
+        )
+        await expect(alice.get_by_role("alert")).to_have_text(
+            re.compile("files are limited to 1 MiB")
+        )
+
+        # A message over the length limit: not sent, and why.
+        await send(alice, "y" * 32_001)
+        await expect(alice.get_by_test_id("pending")).to_contain_text(
+            "not sent: invalid fields: body.content: String should have at most 32000 characters"
+        )

@@ -53,3 +53,20 @@ export function webUrl(url: string | null | undefined): string | null {
     return null;
   }
 }
+
+/** A file's size as a person reads it: bytes below 1 KiB ("2 bytes"), KiB below 1 MiB, then
+ * MiB with one decimal ("24.5 MiB"). */
+export function formatSize(bytes: number): string {
+  if (bytes < 1024) return bytes === 1 ? "1 byte" : `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${Math.ceil(bytes / 1024)} KiB`;
+  const mib = bytes / (1024 * 1024);
+  return `${Number.isInteger(mib) ? mib : mib.toFixed(1)} MiB`;
+}
+
+/** What a group member is, beside their role: "agent" for an own agent, "on <host>" for
+ * someone on another instance (a peer), nothing for a person of this instance. */
+export function memberKind(p: { participant_type: string; did?: string | null }): string {
+  if (p.participant_type === "peer_agent") return `on ${didHost(p.did) || "another instance"}`;
+  if (p.participant_type === "own_agent") return "agent";
+  return "";
+}
