@@ -210,6 +210,22 @@ async def test_an_edit_of_a_text_less_message_carries_its_structured_content(pai
         )
         assert changed.status_code == 200, changed.text
         code_event = (await next_event(ws, "message.edited", 30))["data"]
+        # a citation message's edit: its citations stay as they are on both sides
+        cited = await _post(alice, cid, BODIES[5])
+        cited_copy = (await next_event(ws, "message.created", 30))["data"]
+        see = await alice.request(
+            "PATCH",
+            f"/v1/conversations/{cid}/messages/{cited['id']}",
+            json={"version": 1, "content": "see this"},
+        )
+        assert see.status_code == 200, see.text
+        cited_event = (await next_event(ws, "message.edited", 30))["data"]
+    assert (cited_event["id"], cited_event["content"]) == (cited_copy["id"], "see this")
+    stored = await bob.request(
+        "GET", f"/v1/conversations/{cited_copy['conversation_id']}/messages/{cited_copy['id']}"
+    )
+    assert stored.json()["message"]["citations"] == CITATIONS
+    assert stored.json()["version"] == 2
     assert event["id"] == copy["id"] and event["version"] == 2
     assert event["content_json"] == arguments and event["content"] is None
     assert code_event["id"] == code_copy["id"]

@@ -238,6 +238,29 @@ async def test_lists_say_which_messages_were_edited(instance: Instance) -> None:
         assert shown[edited["id"]] == ("v2", 2, detail["edited_at"])
 
 
+async def test_a_citation_message_can_be_edited(instance: Instance) -> None:
+    """An edit changes the content and keeps the stored citations, as stored: one whose URL
+    was stored before URLs had to be http(s) does not refuse the edit."""
+    alice, _, cid = await _pair(instance)
+    cited = {"source": "RFC", "url": "https://example.org/rfc", "trust_level": "verified"}
+    for stored_url in ("https://example.org/rfc", "javascript:alert(1)"):
+        sent = (
+            await _post(alice, cid, content_type="citation", content="see", citations=[cited])
+        ).json()
+        async with instance.state.pool.acquire() as conn:
+            await conn.execute(
+                "UPDATE messages SET citations_json = $1 WHERE id = $2",
+                [{**cited, "url": stored_url}],
+                sent["id"],
+            )
+        path = f"/v1/conversations/{cid}/messages/{sent['id']}"
+        edited = await alice.request("PATCH", path, json={"version": 1, "content": "see this"})
+        assert edited.status_code == 200, edited.text
+        message = edited.json()["message"]
+        assert message["content"] == "see this"
+        assert [c["url"] for c in message["citations"]] == [stored_url]
+
+
 async def test_delete_removes_content_from_every_read_path(instance: Instance) -> None:
     alice, bob, cid = await _pair(instance)
     root = (await _post(alice, cid, content="root")).json()
