@@ -89,7 +89,7 @@ from gateway.services.signals import Signals
 from gateway.services.tasks import TaskEvents
 from gateway.settings import Settings
 from gateway.state import AppState
-from gateway.storage import attachment_storage
+from gateway.storage import attachment_storage, file_limit_text
 from gateway.tracing import Tracing, TracingMiddleware
 from gateway.workers.a2a_push import PushWorker
 from gateway.workers.attachment_fetch import AttachmentFetcher
@@ -440,6 +440,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         limit=settings.max_body_bytes,
         # Uploads may be larger: the multipart envelope gets 64 KiB on top of the file cap.
         path_limits={"/v1/attachments": settings.attachment_max_bytes + 64 * 1024},
+        path_details={"/v1/attachments": file_limit_text(settings.attachment_max_bytes)},
     )
     app.add_middleware(RequestMetricsMiddleware)
     app.add_middleware(NoSniffMiddleware)

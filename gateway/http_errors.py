@@ -188,6 +188,12 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+def _reason(message: str) -> str:
+    """Pydantic's message for one field, without the ``Value error, `` its validators' start
+    with (``"Value error, must be an http or https URL with a host"``)."""
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
@@ -197,7 +203,11 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     if any(err["type"] == "json_invalid" for err in errors):
         malformed = e.MalformedJSONError("the request body could not be parsed as JSON")
         return problem_for(malformed, request.url.path)
-    fields = ", ".join(".".join(str(p) for p in err["loc"]) for err in errors)
+    # each field with pydantic's reason (a length limit, a pattern…): a client shows the
+    # detail as it is, and "invalid fields: body.username" alone tells nobody what to change
+    fields = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc'])}: {_reason(str(err['msg']))}" for err in errors
+    )
     invalid = e.ValidationFailedError(f"invalid fields: {fields}", errors=_json_safe(errors))
     return problem_for(invalid, request.url.path)
 

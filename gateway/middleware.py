@@ -17,10 +17,19 @@ class BodyLimitMiddleware:
     handler renders as problem details.
     """
 
-    def __init__(self, app: ASGIApp, limit: int, path_limits: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        path_limits: dict[str, int] | None = None,
+        path_details: dict[str, str] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
         self.path_limits = path_limits or {}
+        # what a refusal under a prefix says instead of the raw byte cap: an upload's cap
+        # includes the multipart envelope, which is not the file limit a person can act on
+        self.path_details = path_details or {}
 
     def _limit_for(self, path: str) -> int:
         """The cap for ``path``: a ``path_limits`` entry whose prefix matches, else ``limit``."""
@@ -52,12 +61,17 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, send)
 
     async def _reject(self, scope: Scope, send: Send, limit: int) -> None:
+        path = scope.get("path", "")
+        detail = next(
+            (text for prefix, text in self.path_details.items() if path.startswith(prefix)),
+            f"request bodies are limited to {limit} bytes",
+        )
         body = json.dumps(
             {
                 "type": "urn:confer:problem:payload_too_large",
                 "title": "The request body is too large",
                 "status": 413,
-                "detail": f"request bodies are limited to {limit} bytes",
+                "detail": detail,
                 "code": "payload_too_large",
                 "instance": scope.get("path", ""),
             }

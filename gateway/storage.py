@@ -35,6 +35,14 @@ CHUNK = 64 * 1024
 ReadChunk = Callable[[int], Awaitable[bytes]]
 
 
+def file_limit_text(max_bytes: int) -> str:
+    """What a refused upload tells a person: the file limit in MiB (``26214400`` → ``"files
+    are limited to 25 MiB"``; one decimal when it is not a whole number of MiB)."""
+    mib = max_bytes / (1024 * 1024)
+    shown = f"{mib:.0f}" if mib == int(mib) else f"{mib:.1f}"
+    return f"files are limited to {shown} MiB"
+
+
 class AttachmentStorage(ABC):
     """Stores blobs by key; ``save`` streams, hashes and caps the size."""
 
@@ -79,7 +87,7 @@ class Metered:
         while chunk := await self._read(CHUNK):
             self.size += len(chunk)
             if self.size > self._max_bytes:
-                raise PayloadTooLargeError(f"attachments are limited to {self._max_bytes} bytes")
+                raise PayloadTooLargeError(file_limit_text(self._max_bytes))
             self._digest.update(chunk)
             yield chunk
 

@@ -22,7 +22,7 @@ from pydantic.config import JsonDict
 from .agents import PolicyDefault, PolicyRule
 from .base import ConferModel, DisplayName, GroupName, StoredJson, Timestamp, Ulid
 from .federation_api import DeliveryPublic
-from .messages import Citation, ContentType, Message, Translation
+from .messages import CitationCreate, ContentType, Message, Translation
 from .translation import MessageLanguage
 from .users import UserPreferences
 
@@ -317,7 +317,7 @@ class MessageCreate(ConferModel):
     content_type: ContentType = "text"
     content_json: StoredJson = None
     in_reply_to: Ulid | None = None
-    citations: list[Citation] | None = Field(default=None, max_length=100)
+    citations: list[CitationCreate] | None = Field(default=None, max_length=100)
     language: MessageLanguage | None = None
     translation: Translation | None = None
     via: Literal["web", "mobile", "api", "claude-code"] | None = "api"
@@ -329,6 +329,17 @@ class MessagePosted(Message):
     edit returns the edited message's version)."""
 
     version: int = Field(ge=1)
+
+
+class MessageListed(Message):
+    """A message as listed (``GET …/messages``, a thread's page): the stored
+    :class:`~models.messages.Message`, its current ``version`` (1 + its previous versions,
+    ``message_versions``) and ``edited_at``, when it was last edited (``messages.updated_at``
+    once it has a previous version; None for a message never edited), so a client shows an
+    edit after a reload as well as from the ``message.edited`` event."""
+
+    version: int = Field(ge=1)
+    edited_at: Timestamp | None = None
 
 
 class MessageUpdate(ConferModel):
@@ -414,7 +425,7 @@ class ReadCreate(ConferModel):
 class MessagePage(ConferModel):
     """A page of messages, newest first. Pass ``next_before`` as ``before`` for the next page."""
 
-    items: list[Message]
+    items: list[MessageListed]
     next_before: Ulid | None = None
 
 
@@ -451,7 +462,7 @@ class ProblemDetails(ConferModel):
 class ThreadPage(ConferModel):
     """A page of a thread, oldest first. Pass ``next_after`` as ``after`` for the next page."""
 
-    items: list[Message]
+    items: list[MessageListed]
     next_after: Ulid | None = None
 
 

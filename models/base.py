@@ -67,6 +67,11 @@ GroupName = Annotated[str, StringConstraints(max_length=255), AfterValidator(_cl
 nothing left after cleaning is invalid (422)."""
 
 
+KeyName = Annotated[str, StringConstraints(min_length=1, max_length=128), AfterValidator(_cleaned)]
+"""The name a user gives one of their API keys, stored cleaned (:func:`clean_name`) since it
+is shown back in lists; a value with nothing left after cleaning is invalid (422)."""
+
+
 Timestamp = AwareDatetime
 """A ``TIMESTAMPTZ``: a datetime with a time zone (naive datetimes are rejected)."""
 

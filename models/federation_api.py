@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field
 
-from .base import ConferModel, Timestamp, Ulid
+from .base import ConferModel, KeyName, Timestamp, Ulid
 
 
 class ApiKeyCreate(ConferModel):
     """``POST /v1/api-keys``: issue a bearer key for a stock A2A client."""
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    name: KeyName
 
 
 class ApiKeyPublic(ConferModel):

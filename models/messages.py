@@ -6,9 +6,10 @@ Source: the data model spec, tables ``messages``, ``attachments``; interfaces ``
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, JsonValue, StrictInt
+from pydantic import AfterValidator, Field, JsonValue, StrictInt
 
 from .base import ConferModel, Timestamp, Ulid
 
@@ -46,6 +47,35 @@ class Citation(ConferModel):
     page: StrictInt | None = None
     passage: str | None = None
     trust_level: CitationTrustLevel
+
+
+def _web_url(value: str) -> str:
+    # A citation's url is shown as a link: only a web address may be one (a javascript: or
+    # data: URL would run or render in the reader's browser when clicked).
+    try:
+        parts = urlsplit(value.strip())
+        scheme, host = parts.scheme.lower(), parts.hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host:
+        raise ValueError("must be an http or https URL with a host")
+    return value
+
+
+CitationUrl = Annotated[
+    str,
+    AfterValidator(_web_url),
+    Field(max_length=2048, description="An http or https URL (any other scheme is refused)."),
+]
+"""``Citation.url`` as accepted from a client or a peer: an absolute http(s) URL with a host."""
+
+
+class CitationCreate(Citation):
+    """A :class:`Citation` as a client or a peer sends it: ``url``, when given, must be an
+    http or https URL (422 ``validation_failed`` on REST, -32602 from a peer). Stored citations
+    are read back as :class:`Citation`."""
+
+    url: CitationUrl | None = None
 
 
 class Translation(ConferModel):

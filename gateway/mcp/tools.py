@@ -257,7 +257,15 @@ async def update_project_memory(
     async def action(tx: Transaction) -> tuple[dict[str, Any], str | None]:
         data = ProjectMemoryWrite.model_validate(sent)
         document, created = await project_memory_service.write_in(
-            tx.conn, user, project_id, peer_did, data, if_match=None, via="mcp", keep_unset=True
+            tx.conn,
+            user,
+            project_id,
+            peer_did,
+            data,
+            if_match=None,
+            via="mcp",
+            keep_unset=True,
+            version_field="base_version",
         )
         target = f"{project_id}:{peer_did}"
         return {"version": document.version, "created": created}, target

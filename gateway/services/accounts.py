@@ -137,11 +137,9 @@ class Accounts:
     async def _check_username(self, name: str) -> str:
         """Apply the username rules; returns the skeleton. Raises UsernameInvalidError (422)
         or UsernameTakenError (409, also for a look-alike of an existing name)."""
-        hidden = usernames.invisible_characters(name)
+        hidden = usernames.invisible_problem(name)
         if hidden:
-            raise UsernameInvalidError(
-                f"invisible, control or bidi characters are not allowed: {', '.join(hidden)}"
-            )
+            raise UsernameInvalidError(hidden)
         skeleton = usernames.skeleton(name)
         async with self._pool.acquire() as conn:
             if await accounts_store.skeleton_taken(conn, skeleton=skeleton):

@@ -56,6 +56,7 @@ from models.api import (
     ConversationPublic,
     MembershipPublic,
     MessageCreate,
+    MessageListed,
     MessagePosted,
     ParticipantPublic,
     ReadStateList,
@@ -541,6 +542,18 @@ async def store_user_message(
             message_id=message.id,
         )
     participants = outcome.participants  # as they are under the conversation's lock
+    if conversation.type != "group":
+        # writing to a stranger who wrote first accepts their request (the accept endpoint's
+        # effects and event), so the conversation is in the writer's inbox from now on
+        [mine] = [p for p in participants if p["user_id"] == user.id] or [{}]
+        await message_requests.accept_by_writing(
+            tx,
+            hub,
+            user_id=user.id,
+            conversation_id=conversation_id,
+            state=mine.get("request_state"),
+            now=message.created_at,
+        )
     post = Post(
         message,
         sender_name=user.display_name or user.username,
@@ -677,12 +690,12 @@ async def read_states(pool: asyncpg.Pool, user: User, conversation_id: str) -> R
 
 async def list_messages(
     pool: asyncpg.Pool, user: User, conversation_id: str, *, before: str | None, limit: int
-) -> tuple[list[Message], str | None]:
+) -> tuple[list[MessageListed], str | None]:
     """A page of messages newest first, and the cursor for the next page (None at the end)."""
     async with pool.acquire() as conn:
         await _taking_part(conn, user, conversation_id)
         items = await messages_store.list_messages(
             conn, conversation_id=conversation_id, before=before, limit=limit + 1
         )
-    next_before = items[limit - 1].id if len(items) > limit else None
-    return items[:limit], next_before
+        next_before = items[limit - 1].id if len(items) > limit else None
+        return await change_store.listed(conn, items[:limit]), next_before

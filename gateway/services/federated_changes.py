@@ -313,14 +313,11 @@ async def _edit(
     if not isinstance(version, int) or version <= current:
         return 0  # a retry, or a change we already hold
     try:
-        validate_message(
-            MessageCreate(
-                content=text or None,
-                content_type=message.content_type,
-                content_json=content_json,
-                citations=message.citations,
-            )
+        candidate = MessageCreate(
+            content=text or None, content_type=message.content_type, content_json=content_json
         )
+        # the stored citations, as stored (an edit changes the content only)
+        validate_message(candidate.model_copy(update={"citations": message.citations}))
     except (ValidationFailedError, ValidationError) as exc:
         raise InvalidParamsError(f"Invalid params: the edit does not fit: {exc}"[:500]) from exc
     row = await change_store.lock_message(

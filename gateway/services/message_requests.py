@@ -8,7 +8,8 @@ at its first message, when the user's ``preferences.privacy.message_requests`` i
 default). While pending (or once declined) the conversation is left out of the user's list and
 unread counts and its messages raise no ``message.created`` for the user; the request itself
 raises one ``message_request.created`` event. Accepting moves it into the inbox and makes the
-sender a contact (``added_via = 'message_request'``); declining keeps it apart.
+sender a contact (``added_via = 'message_request'``); declining keeps it apart. Writing in
+the conversation accepts it too (:func:`accept_by_writing`): the sender is no stranger then.
 
 **Group invitations.** A group's home (another instance) that lists a local user in its group
 puts them in its replica only when the user knows the home — a contact by their own doing on
@@ -23,6 +24,7 @@ messages, and shown once they accept. Accepting and declining are
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg
@@ -255,6 +257,33 @@ async def decide(
         data = {"conversation_id": conversation_id, "state": decision, "blocked": block}
         await hub.append(tx, [user_id], REQUEST_DECIDED, data, conversation_id=conversation_id)
     return row
+
+
+async def accept_by_writing(
+    tx: Transaction,
+    hub: EventHub,
+    *,
+    user_id: str,
+    conversation_id: str,
+    state: str | None,
+    now: datetime,
+) -> None:
+    """The user wrote in a direct conversation where they have a request (``state``, the
+    request's, None when there is none): the sender is no stranger any more — one is someone
+    "to whom the user never wrote there" (module docstring) — so a ``pending`` or ``declined``
+    request is accepted as :func:`decide` accepts it: the conversation joins the inbox, the
+    sender becomes a contact and ``message_request.decided`` reaches the user's devices. In
+    the poster's unit of work ``tx``; ``now`` is when they wrote."""
+    if state not in ("pending", "declined"):
+        return
+    row = await store.decide(
+        tx.conn, conversation_id=conversation_id, user_id=user_id, state="accepted", now=now
+    )
+    if row is None:
+        return
+    await store.mark_contact(tx.conn, user_id=user_id, did=row.sender_did)
+    data = {"conversation_id": conversation_id, "state": "accepted", "blocked": False}
+    await hub.append(tx, [user_id], REQUEST_DECIDED, data, conversation_id=conversation_id)
 
 
 async def held_conversations(conn: asyncpg.Connection, *, user_id: str) -> dict[str, str]:

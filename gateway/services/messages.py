@@ -40,6 +40,7 @@ from models.api import (
     MembershipPublic,
     MessageCreate,
     MessageDetail,
+    MessageListed,
     MessageUpdate,
     MessageVersionPublic,
     ReadCreate,
@@ -155,12 +156,11 @@ def _validate_edit(original: Message, data: MessageUpdate) -> None:
     if data.content is None and data.content_json is None:
         raise ValidationFailedError("send content and/or content_json")
     candidate = MessageCreate(
-        content=data.content,
-        content_type=original.content_type,
-        content_json=data.content_json,
-        citations=original.citations,
+        content=data.content, content_type=original.content_type, content_json=data.content_json
     )
-    validate_message(candidate)
+    # the stored citations, as stored: an edit changes the content only, so a citation stored
+    # before its URL rules were tightened never refuses it
+    validate_message(candidate.model_copy(update={"citations": original.citations}))
 
 
 async def delete_message(
@@ -220,7 +220,7 @@ async def list_thread(
     *,
     after: str | None,
     limit: int,
-) -> tuple[list[Message], str | None]:
+) -> tuple[list[MessageListed], str | None]:
     """The thread ``message_id`` belongs to (root first, replies in order), paged forward."""
     async with pool.acquire() as conn:
         await require_membership(conn, conversation_id=conversation_id, user=user)
@@ -234,8 +234,8 @@ async def list_thread(
             after=after,
             limit=limit + 1,
         )
-    next_after = items[limit - 1].id if len(items) > limit else None
-    return items[:limit], next_after
+        next_after = items[limit - 1].id if len(items) > limit else None
+        return await change_store.listed(conn, items[:limit]), next_after
 
 
 async def mark_read(

@@ -33,6 +33,7 @@ from gateway.clock import Clock
 from gateway.errors import OAuthClientInvalidError, OAuthError
 from gateway.settings import Settings
 from gateway.store import oauth as oauth_store
+from models.base import clean_name
 
 CACHE_ENTRIES = 512
 MAX_REDIRECT_URIS = 10
@@ -78,11 +79,23 @@ def _redirect_uris(value: object) -> tuple[str, ...]:
 
 
 def _name(value: object) -> str | None:
+    """``client_name`` as shown on the consent page: cleaned like every name shown to people
+    (:func:`models.base.clean_name`: no control, bidi or zero-width characters, so a U+202E
+    cannot reverse the heading). Raises ValueError (too long, not a string, NUL, or nothing
+    visible left)."""
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > MAX_NAME_CHARS:
         raise ValueError("client_name must be a string of at most 200 characters")
-    return value
+    if "\x00" in value:
+        raise ValueError("client_name must not contain NUL characters")
+    shown = clean_name(value)
+    if shown is None:
+        raise ValueError(
+            "client_name must contain a visible character (control, bidi, zero-width"
+            " characters and surrounding whitespace are removed)"
+        )
+    return shown
 
 
 def _public_client(metadata: dict[str, Any]) -> None:
@@ -140,7 +153,9 @@ class ClientDirectory:
             row = await oauth_store.get_client(conn, client_id=client_id)
         if row is None:
             raise OAuthClientInvalidError(f"unknown client_id {client_id!r}")
-        return OAuthClient(row["client_id"], row["client_name"], tuple(row["redirect_uris"]))
+        # cleaned again: a name registered before names were cleaned is shown cleaned too
+        name = clean_name(row["client_name"])
+        return OAuthClient(row["client_id"], name, tuple(row["redirect_uris"]))
 
     async def _metadata_client(self, url: str) -> OAuthClient:
         now = self._clock.time()

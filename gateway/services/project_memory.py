@@ -77,8 +77,12 @@ async def write_in(
     if_match: int | None,
     via: str,
     keep_unset: bool = False,
+    version_field: str = "If-Match",
 ) -> tuple[ProjectMemoryPublic, bool]:
     """Create or replace the document inside the caller's transaction: ``(document, created)``.
+
+    ``version_field`` is what the 428 asks the caller to send: the REST API's ``If-Match``
+    (or the body's ``base_version``), the MCP tool's ``base_version`` argument.
 
     A replace sets ``facts_md``/``decisions_md`` to what ``data`` holds (absent = null), except
     that with ``keep_unset`` the fields not set in ``data`` keep their stored text (a partial
@@ -112,7 +116,7 @@ async def write_in(
             raise VersionConflictError("the document was created concurrently; read it first")
         created = True
     else:
-        expected = _expected_version(current, if_match, data.base_version)
+        expected = _expected_version(current, if_match, data.base_version, version_field)
         if "meta" not in data.model_fields_set:
             fields["meta"] = current.meta_json  # a write without meta keeps the stored meta
         if keep_unset:
@@ -128,10 +132,13 @@ async def write_in(
     return public(row, peer_did), created
 
 
-def _expected_version(current: ProjectMemoryRow, if_match: int | None, base: int | None) -> int:
+def _expected_version(
+    current: ProjectMemoryRow, if_match: int | None, base: int | None, version_field: str
+) -> int:
     if if_match is None and base is None:
         raise PreconditionRequiredError(
-            f"the document exists (version {current.version}); send If-Match",
+            f"the document exists (version {current.version}); send {version_field}"
+            f" {current.version} to replace it",
             version=current.version,
         )
     if if_match is not None and if_match != current.version:

@@ -97,19 +97,36 @@ def skeleton(name: str) -> str:
     return unicodedata.normalize("NFD", text)
 
 
+RULE = (
+    f"a username has {MIN_LENGTH} to {MAX_LENGTH} characters: a-z, 0-9, '.', '_' and '-',"
+    " starting and ending with a letter or digit"
+)
+"""The username rule as a person reads it (STORED_PATTERN, MIN_LENGTH, MAX_LENGTH)."""
+
+
+def is_valid(name: str) -> bool:
+    """Whether ``name`` can be stored as it is (STORED_PATTERN, MIN_LENGTH…MAX_LENGTH)."""
+    return MIN_LENGTH <= len(name) <= MAX_LENGTH and STORED_PATTERN.fullmatch(name) is not None
+
+
+def invisible_problem(name: str) -> str | None:
+    """Why ``name`` is refused for characters that render as nothing, reorder text or are
+    whitespace (:func:`invisible_characters`), or None: the rule of what a username may have,
+    then the refused characters, e.g. ``"…; not allowed: U+0020 SPACE"``."""
+    hidden = invisible_characters(name)
+    return f"{RULE}; not allowed: {', '.join(hidden)}" if hidden else None
+
+
 def form_problem(name: str) -> str | None:
     """Why ``name`` cannot be stored as typed, or None when it can.
 
-    Checks canonical form (so ``"Alice"`` is told to write ``"alice"``), length and the
-    stored ASCII pattern (STORED_PATTERN).
+    Checks canonical form (so ``"Alice"`` is told to write ``"alice"`` — suggested only when
+    that form is itself a valid username), length and the stored ASCII pattern
+    (STORED_PATTERN); otherwise the message is :data:`RULE`.
     """
     folded = canonical(name)
-    if folded != name:
-        return f"usernames are written in lower-case canonical form: use {folded!r}"
-    if not MIN_LENGTH <= len(name) <= MAX_LENGTH:
-        return f"a username has {MIN_LENGTH} to {MAX_LENGTH} characters"
-    if not STORED_PATTERN.fullmatch(name):
-        return (
-            "a username uses a-z, 0-9, '.', '_' and '-', and starts and ends with a letter or digit"
-        )
+    if folded != name and is_valid(folded):
+        return f"usernames are written in lower case: use {folded!r}"
+    if not is_valid(name):
+        return RULE
     return None

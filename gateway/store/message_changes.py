@@ -12,6 +12,7 @@ from gateway.store.messages import message_from_record as _message
 from gateway.store.messages import position_of
 from gateway.store.search import forget_message_embeddings
 from models import Message
+from models.api import MessageListed
 
 
 async def lock_message(
@@ -110,6 +111,31 @@ async def soft_delete(conn: asyncpg.Connection, *, message_id: str) -> datetime:
         deleted_at,
     )
     return deleted_at  # type: ignore[no-any-return]
+
+
+async def listed(conn: asyncpg.Connection, messages: list[Message]) -> list[MessageListed]:
+    """``messages`` with their current ``version`` and ``edited_at`` (``updated_at`` of one
+    with a previous version, else None), in the same order; one query for the page."""
+    if not messages:
+        return []
+    rows = await conn.fetch(
+        """SELECT m.id, m.updated_at,
+                  (SELECT count(*) FROM message_versions v WHERE v.message_id = m.id) AS edits
+           FROM messages m WHERE m.id = ANY($1::text[])""",
+        [m.id for m in messages],
+    )
+    edits = {r["id"]: (int(r["edits"]), r["updated_at"]) for r in rows}
+    result = []
+    for message in messages:
+        count, updated_at = edits.get(message.id, (0, None))
+        result.append(
+            MessageListed(
+                **message.model_dump(by_alias=True),
+                version=count + 1,
+                edited_at=updated_at if count else None,
+            )
+        )
+    return result
 
 
 async def list_versions(conn: asyncpg.Connection, *, message_id: str) -> list[asyncpg.Record]:

@@ -108,6 +108,8 @@ async def test_update_project_memory_keeps_the_fields_it_was_not_sent(database_u
                 {"project_id": "confer", "peer_did": peer.did, "facts_md": "lost"},
             )
             _refused(blind, "precondition_required")
+            # what to send is the tool's argument, not REST's header
+            assert "send base_version 3" in blind["error"] and "If-Match" not in blind["error"]
         history = await alice.request("GET", "/v1/project-memory/confer/versions", params=q)
         assert [v["version"] for v in history.json()] == [3, 2, 1]
         rows = await _audit_rows(database_url)

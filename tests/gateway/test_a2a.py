@@ -151,6 +151,21 @@ async def test_api_keys_create_list_revoke(b: Instance) -> None:
     assert (await other.request("GET", "/v1/api-keys")).json() == []
 
 
+async def test_api_key_names_are_cleaned(b: Instance) -> None:
+    """A key's name is shown back in lists: bidi and zero-width characters are removed, and a
+    name with nothing visible left is refused like a display name."""
+    dave = await b.register("dave")
+    made = await dave.request("POST", "/v1/api-keys", json={"name": "key\u202eabc\u200b "})
+    assert made.status_code == 201, made.text
+    assert made.json()["name"] == "keyabc"
+    listed = (await dave.request("GET", "/v1/api-keys")).json()
+    assert [k["name"] for k in listed] == ["keyabc"]
+    for name in ("\u202e", " \u200b\t"):
+        refused = await dave.request("POST", "/v1/api-keys", json={"name": name})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["code"] == "validation_failed"
+
+
 async def test_api_key_reaches_own_and_public_agents_only(b: Instance) -> None:
     bob = await b.register("bob")
     carol = await b.register("carol")

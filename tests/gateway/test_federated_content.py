@@ -128,6 +128,19 @@ REFUSED = [
     ([{"text": "hi"}], {"via": "carrier-pigeon"}, -32602),
     ([{"text": "hi"}], {"citations": "RFC 9421"}, -32602),
     ([{"text": "x"}], {"contentType": "text", "citations": [{"source": "s"}]}, -32602),
+    # a citation url that is not http(s) would be a link running in the reader's browser
+    *(
+        (
+            [{"text": "see"}],
+            {
+                "contentType": kind,
+                "citations": [{"source": "clickme", "url": url, "trust_level": "verified"}],
+            },
+            -32602,
+        )
+        for kind in ("citation", "text")
+        for url in ("javascript:alert(document.cookie)", "data:text/html,<b>x</b>")
+    ),
     # a plain A2A message needs text, as before
     ([{"data": {"q": 1}}], {}, -32005),
 ]
@@ -197,6 +210,22 @@ async def test_an_edit_of_a_text_less_message_carries_its_structured_content(pai
         )
         assert changed.status_code == 200, changed.text
         code_event = (await next_event(ws, "message.edited", 30))["data"]
+        # a citation message's edit: its citations stay as they are on both sides
+        cited = await _post(alice, cid, BODIES[5])
+        cited_copy = (await next_event(ws, "message.created", 30))["data"]
+        see = await alice.request(
+            "PATCH",
+            f"/v1/conversations/{cid}/messages/{cited['id']}",
+            json={"version": 1, "content": "see this"},
+        )
+        assert see.status_code == 200, see.text
+        cited_event = (await next_event(ws, "message.edited", 30))["data"]
+    assert (cited_event["id"], cited_event["content"]) == (cited_copy["id"], "see this")
+    stored = await bob.request(
+        "GET", f"/v1/conversations/{cited_copy['conversation_id']}/messages/{cited_copy['id']}"
+    )
+    assert stored.json()["message"]["citations"] == CITATIONS
+    assert stored.json()["version"] == 2
     assert event["id"] == copy["id"] and event["version"] == 2
     assert event["content_json"] == arguments and event["content"] is None
     assert code_event["id"] == code_copy["id"]

@@ -165,3 +165,61 @@ async def test_local_strangers_and_a_shared_group(database_url: str) -> None:
         assert started == stranger  # one direct conversation per pair
         own = (await frank.direct_with(gina.did))["id"]
         assert own == member
+
+
+async def _writes_back(user: User, held: str, ws: Any) -> None:
+    """``user`` has a pending request in ``held`` and writes there: the request is accepted as
+    the accept endpoint accepts it (event, contact, inbox)."""
+    posted = await user.request(
+        "POST", f"/v1/conversations/{held}/messages", json={"content": "hi, who is this?"}
+    )
+    assert posted.status_code == 201, posted.text
+    assert (await next_event(ws, "message_request.decided", 10))["data"] == {
+        "conversation_id": held,
+        "state": "accepted",
+        "blocked": False,
+    }
+    assert (await user.request("GET", "/v1/message-requests")).json()["items"] == []
+    inbox = await listed(user)
+    assert held in inbox and inbox[held]["request"] is None
+
+
+async def test_writing_in_a_request_accepts_it(make_database) -> None:
+    """One is a stranger to whom the user never wrote there: a user who writes in a pending
+    (or declined) request's conversation has accepted it — locally and from another instance."""
+    async with (
+        run_instance(await make_database(), message_requests_default=True) as a,
+        run_instance(await make_database(), message_requests_default=True) as b,
+    ):
+        alice, eve, frank = [await a.register(n) for n in ("alice", "eve", "frank")]
+        mallory = await b.register("mallory")
+        async with alice.websocket() as ws:
+            local = (await eve.direct_with(alice.did))["id"]
+            await eve.send(local, "hi alice, eve here")
+            assert (await next_event(ws, "message_request.created", 10))["data"][
+                "conversation_id"
+            ] == local
+            await _writes_back(alice, local, ws)
+            await eve.send(local, "glad you answered")  # now reaches alice as any message
+            while (await next_event(ws, "message.created", 10))["data"]["sender_id"] != (
+                eve.profile["id"]
+            ):
+                pass
+
+            # declined, then written in after all
+            declined = (await frank.direct_with(alice.did))["id"]
+            await frank.send(declined, "hello?")
+            await next_event(ws, "message_request.created", 10)
+            refused = await alice.request("POST", f"/v1/message-requests/{declined}/decline")
+            assert refused.status_code == 200 and refused.json()["state"] == "declined"
+            await next_event(ws, "message_request.decided", 10)
+            await _writes_back(alice, declined, ws)
+
+            # a stranger on another instance
+            await mallory.send((await mallory.direct_with(alice.did))["id"], "from b")
+            remote = (await next_event(ws, "message_request.created", 30))["data"]
+            await _writes_back(alice, remote["conversation_id"], ws)
+            contacts = (await alice.request("GET", "/v1/contacts")).json()
+            assert {c["did"]: c["added_via"] for c in contacts}[mallory.did] == "message_request"
+            types = await event_types(a, alice)
+            assert types.count("message_request.decided") == 4  # frank's decline and 3 accepts

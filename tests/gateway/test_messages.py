@@ -53,6 +53,18 @@ VALID = [
         "citations": [{"source": "RFC 9421", "page": 3, "trust_level": "authoritative"}],
     },
     {
+        "content_type": "citation",
+        "content": "see",
+        "citations": [
+            {
+                "source": "RFC",
+                "url": "https://www.rfc-editor.org/rfc/rfc9421",
+                "trust_level": "verified",
+            },
+            {"source": "old", "url": "HTTP://example.org/a?b=c#d", "trust_level": "unverified"},
+        ],
+    },
+    {
         "content_type": "text",
         "content": "hola",
         "translation": {"from": "es", "to": "en", "provider": "offline"},
@@ -73,6 +85,23 @@ INVALID = [
     {"content_type": "tool_result", "content_json": {"result": 1}},
     {"content_type": "file", "content_json": {"attachment_id": "nope", "filename": "a"}},
     {"content_type": "citation", "content": "see"},
+    # a citation's url is shown as a link: only http and https
+    *(
+        {
+            "content_type": kind,
+            "content": "see",
+            "citations": [{"source": "clickme", "url": url, "trust_level": "verified"}],
+        }
+        for kind in ("citation", "text")
+        for url in (
+            "javascript:alert(document.cookie)",
+            " JavaScript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "ftp://example.org/a",
+            "https://",
+            "example.org/page",
+        )
+    ),
     {"content_type": "system_notice", "content": "I am the server"},
     {"content_type": "poem", "content": "x"},
     {"content_type": "text", "content": "x", "language": "!!"},
@@ -89,12 +118,13 @@ async def test_content_types_are_validated(instance: Instance) -> None:
             if key in body:
                 expected = body[key]
                 if key == "citations":
-                    expected = [{"url": None, "passage": None, **c} for c in expected]
+                    expected = [{"url": None, "page": None, "passage": None, **c} for c in expected]
                 assert stored[key] == expected, key
     for body in INVALID:
         response = await _post(alice, cid, **body)
         assert response.status_code == 422, (body, response.text)
         assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["code"] == "validation_failed"
 
 
 async def test_language_tags_fit_the_column_or_are_422(instance: Instance) -> None:
@@ -185,6 +215,50 @@ async def test_edit_keeps_versions_and_refuses_stale_writes(instance: Instance) 
     detail = (await bob.request("GET", path)).json()
     assert detail["version"] == 3
     assert [v["content"] for v in detail["previous_versions"]] == ["v1", "v2"]
+
+
+async def test_lists_say_which_messages_were_edited(instance: Instance) -> None:
+    """A listed message carries its ``version`` and ``edited_at`` (as a single read does), so
+    a client that reloads still shows an edit it did not see happen."""
+    alice, bob, cid = await _pair(instance)
+    root = (await _post(alice, cid, content="root")).json()
+    edited = (await _post(alice, cid, content="v1", in_reply_to=root["id"])).json()
+    path = f"/v1/conversations/{cid}/messages/{edited['id']}"
+    changed = await alice.request("PATCH", path, json={"version": 1, "content": "v2"})
+    assert changed.status_code == 200, changed.text
+    detail = (await bob.request("GET", path)).json()
+    assert detail["version"] == 2 and detail["edited_at"] is not None
+    listed = (await bob.request("GET", f"/v1/conversations/{cid}/messages")).json()["items"]
+    thread = (
+        await bob.request("GET", f"/v1/conversations/{cid}/messages/{root['id']}/thread")
+    ).json()["items"]
+    for items in (listed, thread):
+        shown = {m["id"]: (m["content"], m["version"], m["edited_at"]) for m in items}
+        assert shown[root["id"]] == ("root", 1, None)
+        assert shown[edited["id"]] == ("v2", 2, detail["edited_at"])
+
+
+async def test_a_citation_message_can_be_edited(instance: Instance) -> None:
+    """An edit changes the content and keeps the stored citations, as stored: one whose URL
+    was stored before URLs had to be http(s) does not refuse the edit."""
+    alice, _, cid = await _pair(instance)
+    cited = {"source": "RFC", "url": "https://example.org/rfc", "trust_level": "verified"}
+    for stored_url in ("https://example.org/rfc", "javascript:alert(1)"):
+        sent = (
+            await _post(alice, cid, content_type="citation", content="see", citations=[cited])
+        ).json()
+        async with instance.state.pool.acquire() as conn:
+            await conn.execute(
+                "UPDATE messages SET citations_json = $1 WHERE id = $2",
+                [{**cited, "url": stored_url}],
+                sent["id"],
+            )
+        path = f"/v1/conversations/{cid}/messages/{sent['id']}"
+        edited = await alice.request("PATCH", path, json={"version": 1, "content": "see this"})
+        assert edited.status_code == 200, edited.text
+        message = edited.json()["message"]
+        assert message["content"] == "see this"
+        assert [c["url"] for c in message["citations"]] == [stored_url]
 
 
 async def test_delete_removes_content_from_every_read_path(instance: Instance) -> None:

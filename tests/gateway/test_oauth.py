@@ -349,6 +349,37 @@ async def test_denied_unknown_client_and_bad_registrations(database_url: str) ->
         assert bad_grant.json()["error"] == "unsupported_grant_type"
 
 
+async def test_client_names_are_cleaned_for_the_consent_page(database_url: str) -> None:
+    """A registered client's name is cleaned like every shown name: a U+202E cannot reverse
+    the consent page's heading, and a name with nothing visible left is refused."""
+    async with run_instance(database_url) as instance:
+        alice = await instance.register("alice")
+        made = await instance.client.post(
+            "/oauth/register",
+            json={
+                "client_name": "Claude Code (official)\u202egnp.exe",
+                "redirect_uris": [REDIRECT_URI],
+            },
+        )
+        assert made.status_code == 201, made.text
+        assert made.json()["client_name"] == "Claude Code (official)gnp.exe"
+        client = Client(made.json()["client_id"])
+        shown = await instance.client.get(authorize_url(instance, client, pkce()[1]))
+        assert shown.status_code == 302, shown.text
+        request_id = shown.headers["location"].rsplit("/", 1)[1]
+        consent_request = await instance.client.get(
+            f"/v1/oauth/requests/{request_id}", headers=alice.headers
+        )
+        assert consent_request.status_code == 200, consent_request.text
+        assert consent_request.json()["client_name"] == "Claude Code (official)gnp.exe"
+        for name in ("\u202e\u200b", "  "):
+            refused = await instance.client.post(
+                "/oauth/register", json={"client_name": name, "redirect_uris": [REDIRECT_URI]}
+            )
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"] == "invalid_client_metadata"
+
+
 @contextlib.asynccontextmanager
 async def metadata_host(documents: dict[str, Any]) -> AsyncIterator[str]:
     """A loopback web server publishing client ID metadata documents; yields its base URL."""

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -127,13 +130,41 @@ async def test_attachments_upload_send_download(files_instance: Instance) -> Non
     assert await stored_blobs(instance.settings) == []
 
 
+async def _declared_upload(instance: Instance, user: User, length: int) -> tuple[int, Any]:
+    """An upload that declares ``length`` bytes and sends none, over a raw connection (the
+    server answers from the header and closes; a client still sending would see a reset)."""
+    url = urlsplit(instance.base_url)
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    try:
+        writer.write(
+            (
+                f"POST /v1/attachments HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                f"Authorization: Bearer {user.token}\r\n"
+                "Content-Type: multipart/form-data; boundary=b\r\n"
+                f"Content-Length: {length}\r\n\r\n"
+            ).encode()
+        )
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
 async def test_attachment_size_cap(files_instance: Instance) -> None:
     instance = files_instance
     alice, _, _ = await _pair(instance)
+    # just over the file cap (refused while stored), and over the whole upload's cap (refused
+    # by its Content-Length, below): both say the file limit, not the multipart envelope's
     big = await alice.request(
         "POST", "/v1/attachments", files={"file": ("big.bin", b"x" * (3 * 1024 * 1024 + 1))}
     )
     assert big.status_code == 413 and big.json()["code"] == "payload_too_large"
+    assert big.json()["detail"] == "files are limited to 3 MiB"
+    status, problem = await _declared_upload(instance, alice, 4 * 1024 * 1024)
+    assert (status, problem["code"]) == (413, "payload_too_large")
+    assert problem["detail"] == "files are limited to 3 MiB"
     assert await stored_blobs(instance.settings) == []
     async with instance.state.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM attachments") == 0

@@ -100,3 +100,33 @@ async def test_did_of_a_username_resolves(instance: Instance) -> None:
     response = await instance.client.get("/users/a.b_c-d/did.json")
     assert response.status_code == 200
     assert response.json()["id"] == alice.did
+
+
+@pytest.mark.parametrize(
+    ("name", "detail"),
+    [
+        # the rule, then what is refused: not only "U+0020 SPACE"
+        ("bad user!", f"{usernames.RULE}; not allowed: U+0020 SPACE"),
+        # "bad!" is no username either: no suggestion, the rule
+        ("Bad!", usernames.RULE),
+        ("Alice", "usernames are written in lower case: use 'alice'"),
+        ("x" * 65, "invalid fields: body.username: String should have at most 64 characters"),
+    ],
+)
+async def test_username_refusals_say_what_a_username_may_be(
+    instance: Instance, name: str, detail: str
+) -> None:
+    status, body = await _register(instance, name)
+    assert (status, body["code"]) == (422, "validation_failed"), body
+    assert body["detail"] == detail, body
+
+
+async def test_an_over_long_field_says_its_limit(instance: Instance) -> None:
+    """A 422 from the request's schema names each field with its reason."""
+    response = await instance.client.post(
+        "/v1/auth/register", json={"username": "bob", "password": "p" * 5000}
+    )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("invalid fields: body.password: "), detail
+    assert "at most" in detail and "characters" in detail, detail

@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { ApiError } from "./api";
 import { Message } from "./store";
-import { errorText, store } from "./ui";
+import { errorText, formatSize, store } from "./ui";
 
 const PENDING_WAIT_MS = 60_000;
 
@@ -47,7 +47,7 @@ export function FileBody({ m }: { m: Message }) {
   return (
     <p>{m.content && <span>{m.content} </span>}
       <button class="file" onClick={download}>
-        Download {j.filename}{j.size_bytes ? ` (${Math.ceil(j.size_bytes / 1024)} KiB)` : ""}
+        Download {j.filename}{typeof j.size_bytes === "number" ? ` (${formatSize(j.size_bytes)})` : ""}
       </button>
       {status && <span class="muted" role="status"> {status}</span>}
     </p>

@@ -4,7 +4,7 @@ import hljs from "highlight.js/lib/common";
 import { ApiError } from "./api";
 import { Consent, consentRoute } from "./consent";
 import { Message } from "./store";
-import { errorText, go, store, useStore } from "./ui";
+import { errorText, go, store, useStore, webUrl } from "./ui";
 import { FileBody } from "./files";
 import { DeliveryStatus, loadDeliveries } from "./deliveries";
 import { ThreadAction, ThreadLink, ThreadView } from "./threads";
@@ -249,7 +249,7 @@ function Body({ m }: { m: Message }) {
           {m.citations?.length ? (
             <ol class="citations" aria-label="Sources">
               {m.citations.map((c) => (
-                <li>{c.url ? <a href={c.url} rel="noreferrer noopener" target="_blank">{c.source}</a> : c.source}
+                <li>{webUrl(c.url) ? <a href={webUrl(c.url)!} rel="noreferrer noopener" target="_blank">{c.source}</a> : c.source}
                   {" "}<span class={`trust trust-${c.trust_level}`}>{c.trust_level}</span>
                   {c.passage && <q>{c.passage}</q>}</li>
               ))}

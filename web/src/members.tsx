@@ -3,7 +3,7 @@
 // rules (admins only; a group keeps an admin: 409 last_admin); its refusals are shown as they come.
 import { useState } from "preact/hooks";
 import { Participant } from "./store";
-import { attempt, go, useStore } from "./ui";
+import { attempt, go, memberKind, useStore } from "./ui";
 
 const ROLES = ["member", "admin", "observer"];
 
@@ -56,7 +56,7 @@ export function Members({ id }: { id: string }) {
         const name = p.id === me ? "You" : p.name || s.nameOf(p.did);
         return (
           <li data-testid="member" data-role={p.role ?? ""} key={p.id ?? p.did}>
-            <span class="member-name">{name}</span> <span class="muted">{p.role} · {p.participant_type}</span>
+            <span class="member-name">{name}</span> <span class="muted">{[p.role, memberKind(p)].filter(Boolean).join(" · ")}</span>
             {admin && p.id && (
               <span class="row member-actions">
                 <label class="sr-only" for={`role-${p.id}`}>Role of {name}</label>

@@ -36,6 +36,10 @@ export interface Message {
   /** The message's place in its conversation (a group replica shows the home's order). */
   position?: string | null;
   read_by?: { user_id: string; read_at?: string }[];
+  /** The current version and last edit time, as the server lists a message (GET …/messages). */
+  version?: number;
+  edited_at?: string | null;
+  /** Shown "(edited)": an edit time from the server, or a message.edited event seen live. */
   edited?: boolean;
   deleted?: boolean;
 }
@@ -552,7 +556,7 @@ function merge(list: Message[], more: Message[]): Message[] {
   for (const m of more) {
     const old = byId.get(m.id);
     if (old?.deleted) continue; // a tombstone wins over a late copy
-    byId.set(m.id, { ...old, ...m, edited: m.edited || old?.edited });
+    byId.set(m.id, { ...old, ...m, edited: m.edited || !!m.edited_at || old?.edited });
   }
   return [...byId.values()].sort(byPosition);
 }

@@ -40,3 +40,33 @@ export async function attempt(fail: (text: string) => void, fn: () => Promise<un
 export function didHost(did: string | null | undefined): string {
   return decodeURIComponent(String(did ?? "").split(":")[2] ?? "");
 }
+
+/** ``url`` when it is an absolute http(s) address, else null: only such a URL from a message
+ * (a citation's) becomes a link — a javascript: or data: URL would run in this page when
+ * clicked, whatever the server accepted when it was stored. */
+export function webUrl(url: string | null | undefined): string | null {
+  if (!url) return null;
+  try {
+    const parsed = new URL(url);
+    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.host ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A file's size as a person reads it: bytes below 1 KiB ("2 bytes"), KiB below 1 MiB, then
+ * MiB with one decimal ("24.5 MiB"). */
+export function formatSize(bytes: number): string {
+  if (bytes < 1024) return bytes === 1 ? "1 byte" : `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${Math.ceil(bytes / 1024)} KiB`;
+  const mib = bytes / (1024 * 1024);
+  return `${Number.isInteger(mib) ? mib : mib.toFixed(1)} MiB`;
+}
+
+/** What a group member is, beside their role: "agent" for an own agent, "on <host>" for
+ * someone on another instance (a peer), nothing for a person of this instance. */
+export function memberKind(p: { participant_type: string; did?: string | null }): string {
+  if (p.participant_type === "peer_agent") return `on ${didHost(p.did) || "another instance"}`;
+  if (p.participant_type === "own_agent") return "agent";
+  return "";
+}
