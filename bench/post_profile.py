@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from checkout import write_json
+from checkout import CHECKOUT, write_json
 from fanout import (
     ACCESS_TOKEN_TTL,
     SERVER,
@@ -64,6 +64,33 @@ def kind(statement: str) -> str:
     if statement.strip().rstrip(";").upper() == "BEGIN":
         return "BEGIN"
     return "other"
+
+
+def participants_query() -> str:
+    """The post function's read of the participants (migration 0030), as a query of its own."""
+    source = (CHECKOUT / "alembic" / "versions" / "0030_post_function.py").read_text()
+    body = source.split("participants := ARRAY(", 1)[1].split(");\n    END", 1)[0]
+    return body.replace("_conversation_id", "$1")
+
+
+async def explain(url: str, cid: str) -> None:
+    """Print the plan and timing of the post function's participants read."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        query = participants_query()
+        for _ in range(3):  # warm
+            await conn.fetch(query, cid)
+        plan = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + query, cid)
+        print("\n".join(r[0] for r in plan))
+        for _ in range(2):
+            start = time.perf_counter()
+            rows = await conn.fetch(query, cid)
+            took = (time.perf_counter() - start) * 1000
+            print(f"participants read: {len(rows)} rows in {took:.1f} ms")
+    finally:
+        await conn.close()
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -135,6 +162,8 @@ async def main(args: argparse.Namespace) -> None:
                     latencies.append((max(times) - start) * 1000)
                     await asyncio.sleep(0.2)  # let the bench's own reads settle between posts
                 await close_all(sockets)
+            if args.explain:
+                await explain(url, cid)
         await asyncio.sleep(0.5)
     with log.open("rb") as f:
         f.seek(offset)
@@ -188,6 +217,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--log", help="the PostgreSQL server's log file")
+    parser.add_argument("--explain", action="store_true", help="also explain the participants read")
     parser.add_argument("--others", action="store_true", help="list the other statements")
     parser.add_argument("--json", help="also write the figures to this file")
     asyncio.run(main(parser.parse_args()))
