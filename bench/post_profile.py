@@ -66,6 +66,52 @@ def kind(statement: str) -> str:
     return "other"
 
 
+def on_cpu_ns(pid: int) -> int:
+    """Nanoseconds process ``pid`` has run on a CPU (``/proc/PID/schedstat``; 0 once gone):
+    unlike wall time, not inflated by waiting for a CPU on a busy machine."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def postgres_pids(data_dir: Path) -> list[int]:
+    """The embedded PostgreSQL's postmaster and every process it started."""
+    try:
+        postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return []
+    pids = [postmaster]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == postmaster:
+                pids.append(int(entry.name))
+    return pids
+
+
+def cpu_snapshot(server: int, data_dir: Path) -> dict[str, dict[int, int]]:
+    return {
+        "gateway": {server: on_cpu_ns(server)},
+        "postgres": {pid: on_cpu_ns(pid) for pid in postgres_pids(data_dir)},
+    }
+
+
+def cpu_spent(
+    before: dict[str, dict[int, int]], after: dict[str, dict[int, int]]
+) -> dict[str, float]:
+    """CPU ms per process group between two snapshots (processes started between them count
+    from 0)."""
+    return {
+        group: sum(ns - before[group].get(pid, 0) for pid, ns in after[group].items()) / 1e6
+        for group in after
+    }
+
+
 def participants_query() -> str:
     """The post function's read of the participants (migration 0030), as a query of its own."""
     source = (CHECKOUT / "alembic" / "versions" / "0030_post_function.py").read_text()
@@ -115,7 +161,7 @@ async def main(args: argparse.Namespace) -> None:
             "CONFER_MAX_GROUP_MEMBERS": str(args.members),
             "CONFER_ACCESS_TOKEN_TTL_SECONDS": str(ACCESS_TOKEN_TTL),
         }
-        async with process(SERVER, env=env):
+        async with process(SERVER, env=env) as server_pid:
             base = f"http://127.0.0.1:{port}"
             await wait_http(base + "/healthz")
             users = await register(
@@ -149,6 +195,7 @@ async def main(args: argparse.Namespace) -> None:
                     await waiting
                 await asyncio.sleep(0.5)
                 offset = log.stat().st_size
+                cpu_before = cpu_snapshot(server_pid, log.parent)
                 latencies = []
                 for i in range(args.rounds):
                     text = f"fanout-{i}-{uuid.uuid4().hex}"
@@ -161,6 +208,7 @@ async def main(args: argparse.Namespace) -> None:
                     times = await waiting
                     latencies.append((max(times) - start) * 1000)
                     await asyncio.sleep(0.2)  # let the bench's own reads settle between posts
+                cpu = cpu_spent(cpu_before, cpu_snapshot(server_pid, log.parent))
                 await close_all(sockets)
             if args.explain:
                 await explain(url, cid)
@@ -203,6 +251,12 @@ async def main(args: argparse.Namespace) -> None:
         f"{sorted(latencies)[int(0.9 * (len(latencies) - 1))]:.1f} | |"
     )
     result["post_to_last_ms"] = med
+    for group, ms in cpu.items():
+        per_post = ms / args.rounds
+        rows.append(
+            f"| {group} CPU per post (on CPU, incl. the 0.2 s pauses) | {per_post:.1f} | | |"
+        )
+        result[f"{group}_cpu_ms_per_post"] = per_post
     print("\n".join(rows))
     for key, count in sorted(others.items(), key=lambda kv: -kv[1])[:15]:
         print(f"{count:6d}  {key}")

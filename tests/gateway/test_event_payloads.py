@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -172,6 +173,12 @@ async def test_a_fan_out_stores_its_payload_once(pool: asyncpg.Pool) -> None:
         )
         assert sorted(appended) == [(u, 1) for u in users]
         assert list((await _payloads(conn)).values()) == [50]
+        # each new stream has an epoch of its own, unlike any of another statement's streams
+        later = await _users(conn, 2)
+        await events_store.append_events(conn, user_ids=later, type="a", data="{}")
+        epochs = [r["epoch"] for r in await conn.fetch("SELECT epoch FROM user_streams")]
+        assert len(set(epochs)) == 52
+        assert all(re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", e) for e in epochs)
         width = await conn.fetchval("SELECT max(pg_column_size(e.*)) FROM user_events e")
         assert width < 100  # a reference, not a copy of the data
         # a series for one user: a payload each, offsets in order
