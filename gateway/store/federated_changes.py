@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from gateway.store import events as events_store
+
 
 async def delivery_targets(conn: asyncpg.Connection, *, message_id: str) -> list[asyncpg.Record]:
     """One row per peer the message itself was (or is being) sent to, not failed for good.
@@ -45,13 +47,14 @@ async def replace_held_text(
         permission_id,
         text[:1000],
     )
-    await conn.execute(
-        """UPDATE user_events
-           SET data_json = jsonb_set(data_json, '{scope_json,text}', to_jsonb($3::text))
-           WHERE user_id = $1 AND type = 'permission.requested' AND data_json->>'id' = $2""",
-        owner_id,
-        permission_id,
-        text[:1000],
+    await events_store.rewrite_events(
+        conn,
+        user_ids=[owner_id],
+        types=["permission.requested"],
+        data_id=permission_id,
+        type_sql="x.type",
+        data_sql="jsonb_set(x.data_json, '{scope_json,text}', to_jsonb($4::text))",
+        args=(text[:1000],),
     )
     await conn.execute(
         r"""UPDATE messages
@@ -80,11 +83,13 @@ async def erase_held_text(
     await conn.execute(
         "UPDATE permissions SET scope_json = scope_json - 'text' WHERE id = $1", permission_id
     )
-    await conn.execute(
-        """UPDATE user_events SET data_json = data_json #- '{scope_json,text}'
-           WHERE user_id = $1 AND type = 'permission.requested' AND data_json->>'id' = $2""",
-        owner_id,
-        permission_id,
+    await events_store.rewrite_events(
+        conn,
+        user_ids=[owner_id],
+        types=["permission.requested"],
+        data_id=permission_id,
+        type_sql="x.type",
+        data_sql="x.data_json #- '{scope_json,text}'",
     )
     records: list[asyncpg.Record] = await conn.fetch(
         """SELECT id, conversation_id FROM messages

@@ -7,6 +7,7 @@ from typing import Any
 
 import asyncpg
 
+from gateway.store import events as events_store
 from gateway.store.messages import PLACED_COLUMNS as _COLUMNS
 from gateway.store.messages import message_from_record as _message
 from gateway.store.messages import position_of
@@ -251,14 +252,16 @@ async def mark_delivered(conn: asyncpg.Connection, *, message_ids: list[str]) ->
 async def scrub_events(
     conn: asyncpg.Connection, *, user_ids: list[str], message_id: str, tombstone: dict[str, Any]
 ) -> None:
-    """Rewrite the stored stream events that carried a message into its tombstone."""
-    await conn.execute(
-        """UPDATE user_events SET type = 'message.deleted', data_json = $3
-           WHERE user_id = ANY($1::text[]) AND data_json->>'id' = $2
-             AND type IN ('message.created', 'message.edited')""",
-        user_ids,
-        message_id,
-        tombstone,
+    """Rewrite the stored stream events of ``user_ids`` that carried a message into its
+    tombstone (:func:`gateway.store.events.rewrite_events`)."""
+    await events_store.rewrite_events(
+        conn,
+        user_ids=user_ids,
+        types=["message.created", "message.edited"],
+        data_id=message_id,
+        type_sql="'message.deleted'",
+        data_sql="$4::jsonb",
+        args=(tombstone,),
     )
 
 

@@ -41,6 +41,11 @@ for long. Times come from the injected clock. What each table keeps:
     Events beyond the last ``ws_replay_window`` of a user's stream or older than
     ``ws_replay_max_age_seconds`` (a device resuming there gets ``resync_required``).
 
+``event_payloads``
+    An event's payload, shared by the stream rows of all its users, goes once no row names it
+    any more (``refs`` at 0): right after the pass that trimmed its last rows, whether by count
+    or by age, or after a rewrite moved them to a copy.
+
 ``permissions``
     Pending requests are the consent sweeper's (it denies them at ``expires_at``).
     ``allow_once`` and ``deny`` decisions go ``retention_permissions_seconds`` after the decision;
@@ -116,6 +121,15 @@ async def trim_events(pool: asyncpg.Pool, now: datetime, settings: Settings) -> 
     return await drain(pool, delete, settings.retention_batch_size)
 
 
+async def sweep_payloads(pool: asyncpg.Pool, settings: Settings) -> int:
+    """Delete the event payloads no stream row names any more; returns how many."""
+
+    async def delete(conn: asyncpg.Connection, limit: int) -> int:
+        return await events_store.delete_unreferenced_payloads(conn, limit=limit)
+
+    return await drain(pool, delete, settings.retention_batch_size)
+
+
 async def retain_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> dict[str, int]:
     """One retention pass over every table; returns the rows deleted per table name."""
     now = clock.now()
@@ -153,6 +167,7 @@ async def retain_once(pool: asyncpg.Pool, clock: Clock, settings: Settings) -> d
         "federation_outbox": await drain(pool, delivered, batch) + await drain(pool, failed, batch),
         "a2a_push_outbox": await drain(pool, failed_push, batch),
         "user_events": await trim_events(pool, now, settings),
+        "event_payloads": await sweep_payloads(pool, settings),
         "permissions": await drain(pool, permissions, batch, atomic=True),
         "password_resets": await drain(pool, resets, batch),
     }

@@ -105,7 +105,7 @@ NOT_FROM_CLIENTS: dict[tuple[str, str], str] = {
             ("permissions", "level"),
             ("project_memory_versions", "written_via"),
             ("sessions", "platform"),  # an enum of the model
-            ("user_events", "type"),
+            ("event_payloads", "type"),
             ("user_streams", "epoch"),
             ("username_skeletons", "skeleton"),  # derived from the username
             ("users", "did"),  # derived from the username

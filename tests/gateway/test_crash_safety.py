@@ -136,13 +136,15 @@ async def _stored_together(database_url: str, text: str) -> str:
             "SELECT id, xmin::text AS tx FROM messages WHERE content = $1", text
         )
         events = await conn.fetch(
-            """SELECT xmin::text AS tx FROM user_events
-               WHERE type = 'message.created' AND data_json ->> 'id' = $1""",
+            """SELECT e.xmin::text AS tx, p.xmin::text AS payload_tx
+               FROM user_events e JOIN event_payloads p ON p.id = e.event_id
+               WHERE p.type = 'message.created' AND p.data_json ->> 'id' = $1""",
             message["id"],
         )
     finally:
         await conn.close()
     assert [e["tx"] for e in events] == [message["tx"]]
+    assert [e["payload_tx"] for e in events] == [message["tx"]]
     return str(message["id"])
 
 

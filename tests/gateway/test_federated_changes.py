@@ -70,7 +70,7 @@ async def test_edit_then_delete_reach_the_peer(pair) -> None:
     gone = await bob.request("GET", f"/v1/conversations/{bob_cid}/messages/{copy['id']}")
     assert gone.status_code == 404
     # The stream replay shows only the tombstone: the text is gone from B's event log too.
-    events = await rows(b, "SELECT data_json::text AS d FROM user_events")
+    events = await rows(b, "SELECT data_json::text AS d FROM event_payloads")
     assert not any("meet at" in e["d"] for e in events)
 
 
@@ -181,7 +181,7 @@ async def test_changes_reach_a_message_held_for_consent(pair) -> None:
     assert task["state"] == "TASK_STATE_CANCELED"
     [permission] = await rows(b, "SELECT id, decision, scope_json FROM permissions")
     assert permission["decision"] == "deny" and "text" not in permission["scope_json"]
-    for table, column in (("messages", "content"), ("user_events", "data_json::text")):
+    for table, column in (("messages", "content"), ("event_payloads", "data_json::text")):
         found = await rows(b, f"SELECT {column} AS v FROM {table}")
         assert not any(r["v"] and "share" in r["v"] for r in found), table
     assert "share" not in task["h"]

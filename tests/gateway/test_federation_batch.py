@@ -373,7 +373,10 @@ async def test_an_inbound_batch_stores_each_good_call_once_in_order(make_databas
             assert first["bad"]["error"]["code"] == -32602
             tasks = {k: first[k]["result"]["task"]["id"] for k in "abc"}
             assert await _texts(b, bob, peer.did) == ["ok 1", "ok 2", "ok 3"]
-            events = "SELECT count(*) FROM user_events WHERE user_id = $1 AND type = $2"
+            events = (
+                "SELECT count(*) FROM user_events e JOIN event_payloads p ON p.id = e.event_id"
+                " WHERE user_id = $1 AND type = $2"
+            )
             created = "message.created"
             assert int(await _fetchval(b, events, bob.profile["id"], created)) == 3
             audited = """SELECT count(*) FROM audit_log
@@ -417,7 +420,8 @@ async def test_a_strangers_batch_opens_one_request_and_holds_every_call(make_dat
             assert await _texts(b, bob, peer.did) == ["hello 0", "hello 1", "hello 2"]
             async with b.state.pool.acquire() as conn:
                 types = await conn.fetch(
-                    "SELECT type FROM user_events WHERE user_id = $1 ORDER BY seq",
+                    "SELECT type FROM user_events e JOIN event_payloads p ON p.id = e.event_id"
+                    " WHERE user_id = $1 ORDER BY seq",
                     bob.profile["id"],
                 )
                 requests = await conn.fetchval(

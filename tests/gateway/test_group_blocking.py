@@ -29,7 +29,8 @@ async def told(user: User, content: str) -> bool:
     """Whether ``user`` got a ``message.created`` event for ``content``."""
     async with user.instance.state.pool.acquire() as conn:
         found = await conn.fetchval(
-            """SELECT count(*) FROM user_events WHERE user_id = $1
+            """SELECT count(*) FROM user_events e
+               JOIN event_payloads p ON p.id = e.event_id WHERE user_id = $1
                AND type = 'message.created' AND data_json ->> 'content' = $2""",
             user.profile["id"],
             content,
@@ -212,7 +213,8 @@ async def test_a_post_the_home_refuses_is_taken_out_of_its_replica(make_database
         await eventually(taken_out, "the refused post taken out of C's replica")
         async with c.state.pool.acquire() as conn:
             tombstone = await conn.fetchval(
-                """SELECT data_json FROM user_events WHERE user_id = $1
+                """SELECT data_json FROM user_events e
+                   JOIN event_payloads p ON p.id = e.event_id WHERE user_id = $1
                    AND type = 'message.deleted' AND data_json ->> 'id' = $2""",
                 carol.profile["id"],
                 message_id,
@@ -250,7 +252,8 @@ async def test_an_author_removed_before_the_refusal_arrives_is_told_too(make_dat
             )
         async with c.state.pool.acquire() as conn:
             tombstone = await conn.fetchval(
-                """SELECT data_json FROM user_events WHERE user_id = $1
+                """SELECT data_json FROM user_events e
+                   JOIN event_payloads p ON p.id = e.event_id WHERE user_id = $1
                    AND type = 'message.deleted' AND data_json ->> 'id' = $2""",
                 carol.profile["id"],
                 message_id,

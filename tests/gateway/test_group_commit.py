@@ -218,7 +218,8 @@ async def test_concurrent_posts_are_stored_once_in_order_and_share_commits(
             # A stream row's created_at is its transaction's start (now()): rows of one
             # transaction share it, savepoints or not (xmin would not: a savepoint has its own).
             events: list[Any] = await conn.fetch(
-                """SELECT data_json->>'id' AS id, created_at FROM user_events
+                """SELECT data_json->>'id' AS id, e.created_at FROM user_events e
+                   JOIN event_payloads p ON p.id = e.event_id
                    WHERE type = 'message.created' AND data_json->>'content' LIKE 'm%'
                      AND user_id = $1""",
                 bob.profile["id"],

@@ -51,7 +51,8 @@ async def settle_until(check: Any, what: str) -> None:
 async def decided_events(user: User) -> list[dict[str, Any]]:
     async with user.instance.state.pool.acquire() as conn:
         rows = await conn.fetch(
-            """SELECT data_json FROM user_events WHERE user_id = $1
+            """SELECT data_json FROM user_events e
+               JOIN event_payloads p ON p.id = e.event_id WHERE user_id = $1
                AND type = 'message_request.decided' ORDER BY seq""",
             user.profile["id"],
         )

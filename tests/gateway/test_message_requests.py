@@ -15,7 +15,9 @@ from tests.gateway.test_delivery_status import delivery_event
 async def event_types(instance: Instance, user: User) -> list[str]:
     async with instance.state.pool.acquire() as conn:
         rows = await conn.fetch(
-            "SELECT type FROM user_events WHERE user_id = $1 ORDER BY seq", user.profile["id"]
+            "SELECT type FROM user_events e JOIN event_payloads p ON p.id = e.event_id"
+            " WHERE user_id = $1 ORDER BY seq",
+            user.profile["id"],
         )
     return [r["type"] for r in rows]
 

@@ -156,6 +156,7 @@ async def test_every_table_stays_bounded_under_repeated_traffic(setup) -> None:
             "federation_outbox",
             "a2a_push_outbox",
             "user_events",
+            "event_payloads",
             "permissions",
             "password_resets",
         }
@@ -174,6 +175,13 @@ async def test_every_table_stays_bounded_under_repeated_traffic(setup) -> None:
         kept = await value(b, "SELECT count(*) FROM user_events WHERE user_id = $1", bob_id)
         newest = await value(b, "SELECT max(seq) FROM user_events WHERE user_id = $1", bob_id)
         assert kept == min(events, KEEP_EVENTS) and newest == events
+        # every payload left is one a stream row still names, with the count of those rows
+        payloads = await value(b, "SELECT count(*) FROM event_payloads")
+        named = await value(b, "SELECT count(DISTINCT event_id) FROM user_events")
+        assert payloads == named
+        miscounted = """SELECT count(*) FROM event_payloads p
+                        WHERE refs <> (SELECT count(*) FROM user_events WHERE event_id = p.id)"""
+        assert await value(b, miscounted) == 0
 
     # Days later the peer's ids of its first, still visible messages still map to our copies:
     # an edit reaches it, and a reply threads under it.
