@@ -463,7 +463,7 @@ async def post_message(
         version = 1
         if idempotency_key is not None:
             version = await change_store.current_version(tx.conn, message_id=message.id)
-        return MessagePosted(**message.model_dump(), version=version)
+        return MessagePosted(**dict(message), version=version)  # fields as they are
 
     # A post with an idempotency key takes the key's lock before the conversation's
     # (idempotent_message); in a batch, whose earlier works hold the conversation's lock, it
@@ -503,6 +503,7 @@ async def store_user_message(
         earlier = await idempotent_message(conn, user, conversation_id, data, idempotency_key)
         if earlier is not None:
             return earlier
+    extras = data.model_dump(mode="json", include={"citations", "translation"})
     outcome = await messages_store.insert_post(
         conn,
         id=new_id(),
@@ -514,9 +515,9 @@ async def store_user_message(
         content_json=data.content_json,
         in_reply_to=data.in_reply_to,
         via=data.via,
-        citations=data.model_dump(mode="json")["citations"],
+        citations=extras["citations"],
         language=data.language,
-        translation=data.model_dump(mode="json", by_alias=True)["translation"],
+        translation=extras["translation"],
     )
     conversation, message = _posted(outcome, conversation_id)
     if data.content_type == "file" and isinstance(data.content_json, dict):
