@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,7 +21,7 @@ import uvicorn
 from pydantic import ValidationError
 from uvicorn.server import HANDLED_SIGNALS
 
-from gateway import cli_concepts, cli_federation, cli_memory, migrations
+from gateway import cli_concepts, cli_federation, cli_memory, heap, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, direct_database_url
 from gateway.cli_pool import with_pool
@@ -164,7 +165,13 @@ class _Server(uvicorn.Server):
     """uvicorn's server without its re-raise of the stopping signal once it has shut down:
     that would end the process (SIGTERM's default action) before Confer releases its claim
     and stops the embedded PostgreSQL. A signal still stops the server gracefully; the
-    process then exits with status 0."""
+    process then exits with status 0. Once the app has started, the garbage collector is
+    set for serving (:func:`gateway.heap.settle`)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:
+            heap.settle()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
