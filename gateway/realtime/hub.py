@@ -222,15 +222,19 @@ class EventHub:
         data: Any,
         *,
         conversation_id: str | None = None,
+        text: str | None = None,
     ) -> None:
         """Append one durable event to each user's stream in ``tx``; publish it after commit.
 
-        ``data`` must be JSON-serialisable. The rows are written in ``tx.conn``, so the event
-        commits (or rolls back) with the change it announces; the frames go on the bus once
-        ``tx`` has committed (:meth:`gateway.db.Transaction.call_after`). A lost publish is
-        recovered by the device's replay from the stored offset. With ``conversation_id`` the
-        event is also announced on the conversation's subject (``{"type", "data"}``).
-        Raises ValueError for an ephemeral type (those go through :meth:`emit_ephemeral`).
+        ``data`` must be JSON-serialisable; ``text`` is its JSON text when the caller has it
+        (a model's own encoding: pydantic's, which spells a float below 1e-4 without an
+        exponent, as PostgreSQL's ``jsonb`` does; the same text otherwise). The rows are
+        written in ``tx.conn``, so the event commits (or rolls back) with the change it
+        announces; the frames go on the bus once ``tx`` has committed
+        (:meth:`gateway.db.Transaction.call_after`). A lost publish is recovered by the
+        device's replay from the stored offset. With ``conversation_id`` the event is also
+        announced on the conversation's subject (``{"type", "data"}``). Raises ValueError
+        for an ephemeral type (those go through :meth:`emit_ephemeral`).
 
         In a transaction with :attr:`~gateway.db.Transaction.events_at_commit` (a shared run
         of a JSON-RPC batch, a group commit's batch of posts) the rows are written just before
@@ -242,7 +246,9 @@ class EventHub:
         """
         if event_type in EPHEMERAL_TYPES:
             raise ValueError(f"{event_type} is ephemeral: use emit_ephemeral")
-        event = _Event(sorted(set(user_ids)), event_type, data, _json(data), conversation_id)
+        event = _Event(
+            sorted(set(user_ids)), event_type, data, text or _json(data), conversation_id
+        )
         if not tx.events_at_commit:
             await self._write(tx, (event,))
             return

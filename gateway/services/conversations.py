@@ -463,7 +463,7 @@ async def post_message(
         version = 1
         if idempotency_key is not None:
             version = await change_store.current_version(tx.conn, message_id=message.id)
-        return MessagePosted(**dict(message), version=version)  # fields as they are
+        return MessagePosted(**message.__dict__, version=version)  # its fields as they are
 
     # A post with an idempotency key takes the key's lock before the conversation's
     # (idempotent_message); in a batch, whose earlier works hold the conversation's lock, it
@@ -567,7 +567,14 @@ async def store_user_message(
             ),
         ):
             local_users = [user.id]  # held apart for the other person: no message.created
-    await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
+    await hub.append(
+        tx,
+        local_users,
+        MESSAGE_CREATED,
+        body,
+        conversation_id=conversation_id,
+        text=message.__pydantic_serializer__.to_json(message).decode(),
+    )
     # after the message's own event, so a hold's or refusal's notice follows it
     await enqueue_for_message(
         tx,
