@@ -7,8 +7,12 @@ on loopback.
 
 alice posts into her direct conversation with bob (whose WebSocket is open, so each post is
 stored and fanned out) with ``--in-flight`` requests at once. Per server it prints posts per
-second, p50/p99 latency of a POST and the server process's CPU time per post (user + system,
-from ``/proc``; PostgreSQL's own CPU is not in it). With ``--baseline`` a second checkout's
+second, p50/p99 latency of a POST, the server process's CPU time per post (user + system,
+from ``/proc``; PostgreSQL's own CPU is not in it) and this bench process's own (the client's:
+with httpx it is two to three times the server's, and on a machine of two cores the client is
+what bounds the rate and the latency). ``--client raw`` posts over keep-alive connections of
+its own, each request written and its response read by hand, at a fraction of httpx's CPU per
+request: what the server itself sustains shows. With ``--baseline`` a second checkout's
 server (same venv, its own code) runs in the same invocation, alternating ``--rounds`` times
 with this one, and the ratios are printed: the machine may be shared, so compare ratios of
 one run, not absolute figures across runs. (Both servers' databases are migrated and their
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -63,7 +68,9 @@ async def server(checkout: str, env: dict[str, str]) -> AsyncIterator[int]:
         await asyncio.wait_for(proc.wait(), 30)
 
 
-async def one_server(checkout: str, posts: int, in_flight: int) -> dict[str, float]:
+async def one_server(
+    checkout: str, posts: int, in_flight: int, client_kind: str = "httpx"
+) -> dict[str, float]:
     async with scratch_database() as url:
         port = free_port()
         public_url = f"http://localhost:{port}"
@@ -78,11 +85,49 @@ async def one_server(checkout: str, posts: int, in_flight: int) -> dict[str, flo
             base = f"http://127.0.0.1:{port}"
             await wait_http(base + "/healthz")
             alice, bob = await register(url, public_url, ["alice", "bob"])
-            return await _measure(base, pid, alice, bob, posts, in_flight)
+            return await _measure(base, pid, alice, bob, posts, in_flight, client_kind)
+
+
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection posting JSON by hand (``--client raw``): no client
+    library between the bench and the socket, so the bench's own CPU per request stays small."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, base: str) -> RawConnection:
+        host, port = base.removeprefix("http://").split(":")
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    async def post(self, path: str, body: bytes, headers: str) -> tuple[int, bytes]:
+        """POST ``body`` (JSON) to ``path`` with the ``headers`` lines; (status, body)."""
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\n{headers}content-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return int(head.split(b" ", 2)[1]), await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 async def _measure(
-    base: str, pid: int, alice: dict[str, Any], bob: dict[str, Any], posts: int, in_flight: int
+    base: str,
+    pid: int,
+    alice: dict[str, Any],
+    bob: dict[str, Any],
+    posts: int,
+    in_flight: int,
+    client_kind: str = "httpx",
 ) -> dict[str, float]:
     h = {"Authorization": f"Bearer {alice['access_token']}"}
     limits = httpx.Limits(max_connections=in_flight * 2)
@@ -105,17 +150,40 @@ async def _measure(
                 r.raise_for_status()
                 latencies.append((time.perf_counter() - start) * 1000)
 
-        cpu = cpu_seconds(pid)
+        raw_headers = (
+            f"host: {base.removeprefix('http://')}\r\nauthorization: {h['Authorization']}\r\n"
+        )
+        connections = (
+            [await RawConnection.open(base) for _ in range(in_flight)]
+            if client_kind == "raw"
+            else []
+        )
+
+        async def raw_sender(connection: RawConnection) -> None:
+            for j in queue:
+                start = time.perf_counter()
+                status, body = await connection.post(
+                    path, json.dumps({"content": f"m{j}"}).encode(), raw_headers
+                )
+                if status != 201:
+                    raise RuntimeError(f"{status}: {body[:200]!r}")
+                latencies.append((time.perf_counter() - start) * 1000)
+
+        senders = [raw_sender(c) for c in connections] or [sender() for _ in range(in_flight)]
+        cpu, own = cpu_seconds(pid), time.process_time()
         start = time.perf_counter()
-        await asyncio.gather(*(sender() for _ in range(in_flight)))
+        await asyncio.gather(*senders)
         elapsed = time.perf_counter() - start
-        cpu = cpu_seconds(pid) - cpu
+        cpu, own = cpu_seconds(pid) - cpu, time.process_time() - own
+        for connection in connections:
+            connection.close()
         await ws.close()
     return {
         "posts_per_s": posts / elapsed,
         "p50_ms": statistics.median(latencies),
         "p99_ms": percentile(latencies, 0.99),
         "cpu_ms_per_post": cpu * 1000 / posts,
+        "client_cpu_ms_per_post": own * 1000 / posts,
     }
 
 
@@ -128,19 +196,20 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
     for round_ in range(args.rounds):
         for name, checkout in checkouts.items():
-            result = await one_server(checkout, args.posts, args.in_flight)
+            result = await one_server(checkout, args.posts, args.in_flight, args.client)
             print(f"round {round_ + 1} {name}: {result}", flush=True)
             results[name].append(result)
     means = {name: _mean(r) for name, r in results.items()}
     print(
-        f"\n| {args.posts} posts, one conversation, {args.in_flight} in flight "
-        "| posts/s | p50 ms | p99 ms | server CPU ms/post |"
+        f"\n| {args.posts} posts, one conversation, {args.in_flight} in flight, {args.client} "
+        "| posts/s | p50 ms | p99 ms | server CPU ms/post | bench client CPU ms/post |"
     )
-    print("|---|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, m in means.items():
         print(
             f"| {name} ({checkouts[name]}) | {m['posts_per_s']:,.0f} | {m['p50_ms']:.1f} "
-            f"| {m['p99_ms']:.1f} | {m['cpu_ms_per_post']:.2f} |"
+            f"| {m['p99_ms']:.1f} | {m['cpu_ms_per_post']:.2f} "
+            f"| {m['client_cpu_ms_per_post']:.2f} |"
         )
     if "baseline" in means:
         t, b = means["this"], means["baseline"]
@@ -160,5 +229,11 @@ if __name__ == "__main__":
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline", help="another checkout whose server runs alongside")
+    parser.add_argument(
+        "--client",
+        choices=["httpx", "raw"],
+        default="httpx",
+        help="httpx (as ever), or keep-alive connections written by hand (little client CPU)",
+    )
     parser.add_argument("--json", help="also write the means per checkout to this file")
     asyncio.run(main(parser.parse_args()))

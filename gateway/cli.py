@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from uvicorn.server import HANDLED_SIGNALS
 
-from gateway import cli_concepts, cli_federation, cli_memory, migrations
+from gateway import cli_concepts, cli_federation, cli_memory, heap, migrations
 from gateway.access_log import queued_access_log
 from gateway.app import create_app, direct_database_url
 from gateway.cli_pool import with_pool
@@ -183,7 +183,8 @@ class _Server(uvicorn.Server):
     A signal during start-up (uvicorn only notes it, and would wait for the lifespan however
     long it takes) cancels the lifespan's start-up: its resources are closed, the claim
     released, the embedded PostgreSQL stopped, and the process exits with status 0
-    (``interrupted``)."""
+    (``interrupted``). Once the app has started, the garbage collector is set for serving
+    (:func:`gateway.heap.settle`)."""
 
     def __init__(self, config: uvicorn.Config, app: _RefusalAsSentence) -> None:
         super().__init__(config)
@@ -198,6 +199,11 @@ class _Server(uvicorn.Server):
             # a signal handler runs between two bytecodes of the main thread, perhaps in the
             # loop's select: call_soon_threadsafe wakes the loop
             task.get_loop().call_soon_threadsafe(task.cancel)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:
+            heap.settle()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

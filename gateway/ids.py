@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 from ulid import ULID
 
@@ -10,21 +12,35 @@ from models.base import ULID_PATTERN
 
 _CANONICAL = re.compile(ULID_PATTERN.removeprefix("^").removesuffix("$"))
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+"""Every 10-bit value as its two Crockford base32 characters."""
+_SHIFTS = tuple(range(120, -10, -10))
+
 _last = 0
 
 
 def new_id() -> str:
     """Return a new ULID string, strictly greater than every id this process made before.
 
-    Within one millisecond (or when the wall clock steps back) the previous value is
-    incremented, so ids from one process sort in creation order (ULID spec, monotonicity).
+    The 48-bit millisecond timestamp, then 80 random bits; within the millisecond of the
+    previous id (or when the wall clock steps back) the previous value is incremented
+    instead, so ids from one process sort in creation order (ULID spec, monotonicity).
     """
     global _last
-    candidate = int(ULID())
-    if candidate <= _last:
+    millisecond = time.time_ns() // 1_000_000
+    if millisecond <= _last >> 80:
         candidate = _last + 1
+    else:
+        candidate = millisecond << 80 | int.from_bytes(os.urandom(10))
     _last = candidate
-    return str(ULID.from_int(candidate))
+    return ulid_text(candidate)
+
+
+def ulid_text(value: int) -> str:
+    """The canonical text of the 128-bit ULID ``value``: 26 Crockford base32 characters, the
+    first holding the top 3 bits (a tenth of what building a ``ulid.ULID`` for it costs)."""
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def next_after(value: str) -> str:

@@ -164,11 +164,13 @@ class RequestMetricsMiddleware:
     """Count each HTTP request by method, route template and status (pure ASGI).
 
     The route is read after the app ran from ``scope["route"]``, which Starlette's router sets
-    on a match; a request no route matched is labelled ``unmatched``.
+    on a match; a request no route matched is labelled ``unmatched``. Each label set's two
+    series are looked up once and kept (the label sets are bounded: routes, methods, statuses).
     """
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -186,8 +188,16 @@ class RequestMetricsMiddleware:
         try:
             await self.app(scope, receive, counting_send)
         finally:
+            elapsed = time.perf_counter() - started
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = scope.get("method", "")
-            HTTP_REQUESTS.labels(method, template, str(status)).inc()
-            HTTP_DURATION.labels(method, template).observe(time.perf_counter() - started)
+            key = (method, template, status)
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = (
+                    HTTP_REQUESTS.labels(method, template, str(status)),
+                    HTTP_DURATION.labels(method, template),
+                )
+            series[0].inc()
+            series[1].observe(elapsed)

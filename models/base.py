@@ -86,6 +86,7 @@ def wire_timestamp(value: datetime) -> str:
 
 
 MAX_JSON_DEPTH = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def unstorable(value: Any, depth: int = 0) -> str | None:
@@ -99,7 +100,7 @@ def unstorable(value: Any, depth: int = 0) -> str | None:
     if isinstance(value, str):
         if "\x00" in value:
             return "contains a NUL character"
-        if any("\ud800" <= ch <= "\udfff" for ch in value):
+        if _SURROGATE.search(value):
             return "contains a lone surrogate"
     elif isinstance(value, list):
         return next((r for item in value if (r := unstorable(item, depth + 1))), None)

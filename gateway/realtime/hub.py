@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -56,6 +57,39 @@ def _delivery_of(event_type: str, data: Any) -> tuple[str | None, str | None]:
 
 def _json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+_AT_COMMIT = "stream events to write at commit"
+"""The key under which a transaction remembers its open group of events to be written at its
+commit (:attr:`gateway.db.Transaction.events_at_commit`): the key of the group, under which
+it remembers the group's events, in order. Events appended one after the other join the open
+group; other work registered for the commit (a series) closes it, so everything is written
+in the order it was appended. A savepoint that rolls back forgets what was appended in it,
+the group it opened included (:meth:`Transaction.remember`, :meth:`Transaction.savepoint`)."""
+
+
+@dataclass(frozen=True)
+class _Event:
+    """A durable event to append: its users (sorted, unique), type, data and JSON text, and
+    the conversation it is also announced to."""
+
+    users: list[str]
+    type: str
+    data: Any
+    text: str
+    conversation_id: str | None
+
+    def to_append(self) -> events_store.EventToAppend:
+        """The rows to write: a ``message.created`` event also queues its recipients'
+        notification (all but the sender), in the same statement."""
+        sender, message_id = _delivery_of(self.type, self.data)
+        recipients = [uid for uid in self.users if uid != sender]
+        notice = None
+        if message_id is not None and recipients:
+            notice = events_store.MessageNotice(
+                recipients, message_id, str(self.data["conversation_id"])
+            )
+        return events_store.EventToAppend(self.users, self.type, self.text, notice)
 
 
 class EventHub:
@@ -188,64 +222,80 @@ class EventHub:
         data: Any,
         *,
         conversation_id: str | None = None,
+        text: str | None = None,
     ) -> None:
         """Append one durable event to each user's stream in ``tx``; publish it after commit.
 
-        ``data`` must be JSON-serialisable. The rows are written in ``tx.conn``, so the event
-        commits (or rolls back) with the change it announces; the frames go on the bus once
-        ``tx`` has committed (:meth:`gateway.db.Transaction.call_after`). A lost publish is
-        recovered by the device's replay from the stored offset. With ``conversation_id`` the
-        event is also announced on the conversation's subject (``{"type", "data"}``).
-        Raises ValueError for an ephemeral type (those go through :meth:`emit_ephemeral`).
+        ``data`` must be JSON-serialisable; ``text`` is its JSON text when the caller has it
+        (a model's own encoding: pydantic's, which spells a float below 1e-4 without an
+        exponent, as PostgreSQL's ``jsonb`` does; the same text otherwise). The rows are
+        written in ``tx.conn``, so the event commits (or rolls back) with the change it
+        announces; the frames go on the bus once ``tx`` has committed
+        (:meth:`gateway.db.Transaction.call_after`). A lost publish is recovered by the
+        device's replay from the stored offset. With ``conversation_id`` the event is also
+        announced on the conversation's subject (``{"type", "data"}``). Raises ValueError
+        for an ephemeral type (those go through :meth:`emit_ephemeral`).
 
         In a transaction with :attr:`~gateway.db.Transaction.events_at_commit` (a shared run
         of a JSON-RPC batch, a group commit's batch of posts) the rows are written just before
         its ``COMMIT``, in the order the events were appended: the users' stream rows stay
-        locked for the commit only, not while the run's other units are written.
+        locked for the commit only, not while the run's other units are written. Those
+        appended one after the other are written in one statement
+        (:func:`gateway.store.events.append_event_batch`): a batch of posts costs one round
+        trip for its events, not one a post.
         """
         if event_type in EPHEMERAL_TYPES:
             raise ValueError(f"{event_type} is ephemeral: use emit_ephemeral")
-        users = sorted(set(user_ids))
-        text = _json(data)
-        write = functools.partial(
-            self._write_event, tx, users, event_type, data, text, conversation_id
+        event = _Event(
+            sorted(set(user_ids)), event_type, data, text or _json(data), conversation_id
         )
-        if tx.events_at_commit:
-            tx.call_before_commit(write)
-        else:
-            await write()
+        if not tx.events_at_commit:
+            await self._write(tx, (event,))
+            return
+        group = tx.recall(_AT_COMMIT)
+        if group is None:  # the first event since the last write registered: a new group
+            group = object()
+            tx.remember(_AT_COMMIT, group)
+            tx.call_before_commit(functools.partial(self._write_group, tx, group))
+        tx.remember(group, (*(tx.recall(group) or ()), event))
 
-    async def _write_event(
-        self,
-        tx: Transaction,
-        users: list[str],
-        event_type: str,
-        data: Any,
-        text: str,
-        conversation_id: str | None,
-    ) -> None:
-        if users:
-            sender, message_id = _delivery_of(event_type, data)
-            recipients = [uid for uid in users if uid != sender]
-            notice = None
-            if message_id is not None and recipients:  # queued in the same statement
-                notice = events_store.MessageNotice(
-                    recipients, message_id, str(data["conversation_id"])
+    async def _write_group(self, tx: Transaction, group: object) -> None:
+        """Write a group of events appended at commit, one after the other, in one statement."""
+        if tx.recall(_AT_COMMIT) is group:
+            tx.remember(_AT_COMMIT, None)  # events appended from here on are written after
+        await self._write(tx, tx.recall(group))
+
+    async def _write(self, tx: Transaction, events: Sequence[_Event]) -> None:
+        """Write ``events`` to their users' streams in one statement, in order, and register
+        their publishing after commit (each event's frames, then its conversation's)."""
+        stored = [event for event in events if event.users]
+        appends = [event.to_append() for event in stored]
+        if len(appends) == 1:
+            [one] = appends
+            written = [
+                await events_store.append_events(
+                    tx.conn, user_ids=one.user_ids, type=one.type, data=one.data, notice=one.notice
                 )
-            rows = await events_store.append_events(
-                tx.conn, user_ids=users, type=event_type, data=text, notice=notice
-            )
-            # one encoding of the event for all its users; each user's frame differs only in
-            # its offset, and is shared by that user's devices
-            encoding = EventEncoding(event_type, text)
-            frames = [
-                (uid, encoding.frame(seq, message_id if uid != sender else None))
-                for uid, seq in rows
             ]
-            tx.call_after(functools.partial(self.bus.publish, frames))
-        if conversation_id is not None:
-            body = f'{{"type":{json.dumps(event_type)},"data":{text}}}'
-            tx.call_after(functools.partial(self.bus.publish_conversation, conversation_id, body))
+        else:
+            written = await events_store.append_event_batch(tx.conn, appends) if appends else []
+        rows = iter(written)
+        for event in events:
+            if event.users:
+                sender, message_id = _delivery_of(event.type, event.data)
+                # one encoding of the event for all its users; each user's frame differs only
+                # in its offset, and is shared by that user's devices
+                encoding = EventEncoding(event.type, event.text)
+                frames = [
+                    (uid, encoding.frame(seq, message_id if uid != sender else None))
+                    for uid, seq in next(rows)
+                ]
+                tx.call_after(functools.partial(self.bus.publish, frames))
+            if event.conversation_id is not None:
+                body = f'{{"type":{json.dumps(event.type)},"data":{event.text}}}'
+                tx.call_after(
+                    functools.partial(self.bus.publish_conversation, event.conversation_id, body)
+                )
 
     async def append_series(
         self, tx: Transaction, user_id: str, event_type: str, items: list[Any]
@@ -272,6 +322,7 @@ class EventHub:
             tx.call_after(functools.partial(self.bus.publish, frames))
 
         if tx.events_at_commit:
+            tx.remember(_AT_COMMIT, None)  # written after the single events appended before
             tx.call_before_commit(write)
         else:
             await write()

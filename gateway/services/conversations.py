@@ -464,7 +464,7 @@ async def post_message(
         version = 1
         if idempotency_key is not None:
             version = await change_store.current_version(tx.conn, message_id=message.id)
-        return MessagePosted(**message.model_dump(), version=version)
+        return MessagePosted(**message.__dict__, version=version)  # its fields as they are
 
     # A post with an idempotency key takes the key's lock before the conversation's
     # (idempotent_message); in a batch, whose earlier works hold the conversation's lock, it
@@ -510,6 +510,7 @@ async def store_user_message(
         # (what clients show and what peers download it as); its row stays locked until the
         # post commits, so the unsent-upload reaper cannot take it meanwhile.
         content_json = await take_upload(conn, user=user, content_json=content_json)
+    extras = data.model_dump(mode="json", include={"citations", "translation"})
     outcome = await messages_store.insert_post(
         conn,
         id=new_id(),
@@ -521,9 +522,9 @@ async def store_user_message(
         content_json=content_json,
         in_reply_to=data.in_reply_to,
         via=data.via,
-        citations=data.model_dump(mode="json")["citations"],
+        citations=extras["citations"],
         language=data.language,
-        translation=data.model_dump(mode="json", by_alias=True)["translation"],
+        translation=extras["translation"],
     )
     conversation, message = _posted(outcome, conversation_id)
     if data.content_type == "file" and isinstance(data.content_json, dict):
@@ -585,7 +586,14 @@ async def store_user_message(
             ),
         ):
             local_users = [user.id]  # held apart for the other person: no message.created
-    await hub.append(tx, local_users, MESSAGE_CREATED, body, conversation_id=conversation_id)
+    await hub.append(
+        tx,
+        local_users,
+        MESSAGE_CREATED,
+        body,
+        conversation_id=conversation_id,
+        text=message.__pydantic_serializer__.to_json(message).decode(),
+    )
     # after the message's own event, so a hold's or refusal's notice follows it
     await enqueue_for_message(
         tx,

@@ -178,8 +178,10 @@ async def queue_for_peers(conn: asyncpg.Connection, item: Item) -> int:
         if queued is not None:
             return queued
     destinations = await _destinations(conn, item)
+    if not destinations:
+        return 0
     trace = trace_context()
-    shared = await _post_shared(conn, item, destinations[0]) if destinations else None
+    shared = await _post_shared(conn, item, destinations[0])
     for d in destinations:
         if isinstance(item, Receipt):
             assert d.message_id is not None

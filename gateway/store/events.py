@@ -13,6 +13,7 @@ many, and a payload at 0 is deleted by :func:`delete_unreferenced_payloads`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -135,6 +136,81 @@ async def append_events(
             notifications_store.NOTIFY_CHANNEL,
         )
     return [(r["user_id"], r["seq"]) for r in records]
+
+
+@dataclass(frozen=True)
+class EventToAppend:
+    """One event of :func:`append_event_batch`: its ``type`` and ``data`` (JSON text), the
+    users whose streams get it (each at most once), and the message notice it queues."""
+
+    user_ids: list[str]
+    type: str
+    data: str
+    notice: MessageNotice | None = None
+
+
+_APPEND_BATCH = f"""WITH given AS (
+  SELECT t.e, t.u FROM unnest($1::int4[], $2::text[]) AS t(e, u)
+), counts AS (
+  SELECT u, count(*)::int AS n FROM given GROUP BY u
+), bumped AS (
+  INSERT INTO user_streams AS s (user_id, epoch, head)
+  SELECT u, gen_random_uuid()::text, n FROM counts ORDER BY u
+  ON CONFLICT (user_id) DO UPDATE SET head = s.head + EXCLUDED.head
+  RETURNING s.user_id, s.head
+), numbered AS (
+  SELECT g.e, g.u, b.head - c.n + row_number() OVER (PARTITION BY g.u ORDER BY g.e) AS seq
+  FROM given g JOIN counts c ON c.u = g.u JOIN bumped b ON b.user_id = g.u
+), stored AS (
+  INSERT INTO user_events (user_id, seq, type, data_json)
+  SELECT n.u, n.seq, v.type, v.data::jsonb
+  FROM numbered n JOIN unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, e)
+    ON v.e = n.e
+), queued AS (
+  {notifications_store.QUEUE_MESSAGES.format(users="$5", messages="$6", conversations="$7")}
+  RETURNING 1
+), woken AS (
+  SELECT pg_notify($8, '') FROM (SELECT 1 FROM queued LIMIT 1) q
+)
+SELECT e, u AS user_id, seq, (SELECT count(*) FROM woken) AS woken
+FROM numbered ORDER BY e, u"""
+
+
+async def append_event_batch(
+    conn: asyncpg.Connection, events: Sequence[EventToAppend]
+) -> list[list[tuple[str, int]]]:
+    """Append ``events``, in order, in one statement: what as many :func:`append_events`
+    calls would write, one after the other (each user's new events at consecutive offsets in
+    the events' order, their notices queued, the worker woken once). Returns each event's
+    (user_id, seq), in user-id order. Streams are locked in user-id order, as there."""
+    given_events: list[int] = []
+    given_users: list[str] = []
+    notice_users: list[str] = []
+    notice_messages: list[str] = []
+    notice_conversations: list[str] = []
+    for index, event in enumerate(events, start=1):
+        given_events += [index] * len(event.user_ids)
+        given_users += event.user_ids
+        if event.notice is not None:
+            notice = event.notice
+            notice_users += notice.user_ids
+            notice_messages += [notice.message_id] * len(notice.user_ids)
+            notice_conversations += [notice.conversation_id] * len(notice.user_ids)
+    records = await conn.fetch(
+        _APPEND_BATCH,
+        given_events,
+        given_users,
+        [event.type for event in events],
+        [event.data for event in events],
+        notice_users,
+        notice_messages,
+        notice_conversations,
+        notifications_store.NOTIFY_CHANNEL,
+    )
+    rows: list[list[tuple[str, int]]] = [[] for _ in events]
+    for record in records:
+        rows[record["e"] - 1].append((record["user_id"], record["seq"]))
+    return rows
 
 
 async def append_series(

@@ -17,19 +17,35 @@ import asyncpg
 NOTIFY_CHANNEL = "confer_notifications"
 
 
-QUEUE_MESSAGE = """INSERT INTO notification_outbox (user_id, message_id, conversation_id)
-   SELECT u.id, {message}, {conversation} FROM users u
-   LEFT JOIN conversation_participants p
-     ON p.conversation_id = {conversation} AND p.user_id = u.id
-   WHERE u.id = ANY({users}::char(26)[]) AND u.deleted_at IS NULL
+_NOTIFIABLE = """u.deleted_at IS NULL
      AND COALESCE(p.notification, 'all') <> 'none'
      AND ((COALESCE((u.preferences_json -> 'notification' ->> 'push')::boolean, false)
            AND EXISTS (SELECT 1 FROM push_subscriptions s WHERE s.user_id = u.id))
        OR (COALESCE((u.preferences_json -> 'notification' ->> 'email')::boolean, false)
            AND u.email IS NOT NULL))"""
+"""Who of the users ``u`` (participants ``p`` of the message's conversation) may be told of a
+message: a live account with a channel, its participation not ``none``."""
+
+QUEUE_MESSAGE = f"""INSERT INTO notification_outbox (user_id, message_id, conversation_id)
+   SELECT u.id, {{message}}, {{conversation}} FROM users u
+   LEFT JOIN conversation_participants p
+     ON p.conversation_id = {{conversation}} AND p.user_id = u.id
+   WHERE u.id = ANY({{users}}::char(26)[]) AND {_NOTIFIABLE}"""
 """The statement of :func:`queue_message`, its parameters named by placeholders (``users``,
 ``message``, ``conversation``): also a part of the event hub's one-statement append
 (:func:`gateway.store.events.append_events`)."""
+
+QUEUE_MESSAGES = f"""INSERT INTO notification_outbox (user_id, message_id, conversation_id)
+   SELECT u.id, n.message_id, n.conversation_id
+   FROM unnest({{users}}::char(26)[], {{messages}}::char(26)[], {{conversations}}::char(26)[])
+        AS n(user_id, message_id, conversation_id)
+   JOIN users u ON u.id = n.user_id
+   LEFT JOIN conversation_participants p
+     ON p.conversation_id = n.conversation_id AND p.user_id = u.id
+   WHERE {_NOTIFIABLE}"""
+""":data:`QUEUE_MESSAGE` for several messages at once, given as three arrays of one row per
+(user, message, conversation): part of the hub's one-statement append of several events
+(:func:`gateway.store.events.append_event_batch`)."""
 
 
 async def queue_message(

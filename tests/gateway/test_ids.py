@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from ulid import ULID
 
 from a2a.signatures import FETCH_COMPONENTS, sign_request
-from gateway.ids import is_ulid, new_id
+from gateway.ids import is_ulid, new_id, ulid_text
 from tests.gateway.fakepeer import run_fake_peer
 from tests.gateway.harness import Instance, run_instance
 
@@ -40,6 +41,16 @@ def test_only_the_canonical_spelling_is_a_ulid() -> None:
     assert not is_ulid(issued[:-1] + "u")  # U is not in Crockford's alphabet
     assert not is_ulid("8" + issued[1:])  # above 128 bits
     assert not is_ulid(issued + "\n")
+
+
+def test_ids_are_ulids_in_creation_order() -> None:
+    """``new_id`` spells a ULID as python-ulid does, and each is above the one before."""
+    for value in [0, 1, 2**80, 2**127, 2**128 - 1, *(int(ULID()) for _ in range(1000))]:
+        assert ulid_text(value) == str(ULID.from_int(value))
+    ids = [new_id() for _ in range(10_000)]
+    assert ids == sorted(set(ids))
+    assert all(is_ulid(i) for i in ids)
+    assert abs(ULID.from_str(ids[-1]).timestamp - time.time()) < 5
 
 
 async def test_a_lowercase_id_is_422_wherever_an_id_is_expected(instance: Instance) -> None:
