@@ -161,11 +161,16 @@ _APPEND_BATCH = f"""WITH given AS (
 ), numbered AS (
   SELECT g.e, g.u, b.head - c.n + row_number() OVER (PARTITION BY g.u ORDER BY g.e) AS seq
   FROM given g JOIN counts c ON c.u = g.u JOIN bumped b ON b.user_id = g.u
+), items AS MATERIALIZED (
+  SELECT nextval('event_payloads_id_seq') AS id, v.type, v.data, v.e, c.n
+  FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, e)
+  JOIN (SELECT e, count(*) AS n FROM given GROUP BY e) c ON c.e = v.e
+), payload AS (
+  INSERT INTO event_payloads (id, type, data_json, refs)
+  SELECT id, type, data::jsonb, n FROM items
 ), stored AS (
-  INSERT INTO user_events (user_id, seq, type, data_json)
-  SELECT n.u, n.seq, v.type, v.data::jsonb
-  FROM numbered n JOIN unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, e)
-    ON v.e = n.e
+  INSERT INTO user_events (user_id, seq, event_id)
+  SELECT n.u, n.seq, i.id FROM numbered n JOIN items i ON i.e = n.e
 ), queued AS (
   {notifications_store.QUEUE_MESSAGES.format(users="$5", messages="$6", conversations="$7")}
   RETURNING 1
@@ -180,8 +185,9 @@ async def append_event_batch(
     conn: asyncpg.Connection, events: Sequence[EventToAppend]
 ) -> list[list[tuple[str, int]]]:
     """Append ``events``, in order, in one statement: what as many :func:`append_events`
-    calls would write, one after the other (each user's new events at consecutive offsets in
-    the events' order, their notices queued, the worker woken once). Returns each event's
+    calls would write, one after the other (each event's payload stored once, each user's new
+    events at consecutive offsets in the events' order, their notices queued, the worker woken
+    once). Returns each event's
     (user_id, seq), in user-id order. Streams are locked in user-id order, as there."""
     given_events: list[int] = []
     given_users: list[str] = []

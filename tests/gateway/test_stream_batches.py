@@ -26,7 +26,9 @@ async def _stream(instance: Instance, user: User) -> list[tuple[int, str, Any]]:
     """(offset, type, data) of every event of ``user``'s stream, in order."""
     async with instance.state.pool.acquire() as conn:
         rows = await conn.fetch(
-            "SELECT seq, type, data_json FROM user_events WHERE user_id = $1 ORDER BY seq",
+            """SELECT e.seq, p.type, p.data_json FROM user_events e
+               JOIN event_payloads p ON p.id = e.event_id
+               WHERE e.user_id = $1 ORDER BY e.seq""",
             user.profile["id"],
         )
     return [(r["seq"], r["type"], r["data_json"]) for r in rows]
