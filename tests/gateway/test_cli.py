@@ -239,7 +239,7 @@ def test_an_unreachable_database_is_one_line(command: list[str]) -> None:
 @pytest.mark.parametrize(
     ("username", "says"),
     [
-        ("Bad Name!", "are not allowed: U+0020 SPACE"),
+        ("Bad Name!", "not allowed: U+0020 SPACE"),
         ("", "username"),
         ("x" * 100, "username"),
     ],
