@@ -36,9 +36,10 @@ async def test_the_server_settles_the_heap_once_started(monkeypatch: pytest.Monk
 
     settled: list[list[bool]] = []
     monkeypatch.setattr(heap, "settle", lambda: settled.append(list(started)))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+    wrapped = cli._RefusalAsSentence(app)
+    config = uvicorn.Config(wrapped, host="127.0.0.1", port=0, log_level="warning")
     config.load()
-    server = cli._Server(config)
+    server = cli._Server(config, wrapped)
     server.lifespan = config.lifespan_class(config)  # as uvicorn's serve() sets it up
     await server.startup()
     try:
