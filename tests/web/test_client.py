@@ -39,12 +39,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 STATIC = Path(__file__).resolve().parents[2] / "gateway" / "static" / "index.html"
 SHOTS = Path(__file__).resolve().parents[2] / ".data" / "screenshots"
 
-pytestmark = [
+# What every browser test needs; the other browser test modules take the same marks.
+BROWSER_MARKS = [
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
     pytest.mark.skipif(
         not STATIC.is_file(), reason="web client not built (cd web && npm ci && npm run build)"
     ),
 ]
+pytestmark = BROWSER_MARKS
 
 expect = playwright_api.expect
 TIMEOUT = 45_000  # ms; federation hops on a loaded machine

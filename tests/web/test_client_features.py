@@ -23,8 +23,7 @@ from gateway.demo import confer_process
 from tests.agents.llmserver import FakeLLM
 from tests.gateway.harness import free_port, serve
 from tests.web.test_client import (
-    CHROMIUM,
-    STATIC,
+    BROWSER_MARKS,
     TIMEOUT,
     chromium,
     expect,
@@ -38,12 +37,7 @@ from tests.web.test_client import (
     token_of,
 )
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
-    pytest.mark.skipif(
-        not STATIC.is_file(), reason="web client not built (cd web && npm ci && npm run build)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}

@@ -20,8 +20,7 @@ import pytest
 from gateway.demo import confer_process
 from tests.gateway.harness import free_port
 from tests.web.test_client import (
-    CHROMIUM,
-    STATIC,
+    BROWSER_MARKS,
     TIMEOUT,
     chromium,
     expect,
@@ -33,12 +32,7 @@ from tests.web.test_client import (
     token_of,
 )
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
-    pytest.mark.skipif(
-        not STATIC.is_file(), reason="web client not built (cd web && npm ci && npm run build)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 async def _bob(url: str) -> httpx.AsyncClient:
